@@ -1,0 +1,121 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { Snapshot } from './config/snapshot.js'
+import { normalizePath, splitTarget } from './http/normalize-path.js'
+import type { Forwarder } from './http/proxy.js'
+import { admit, type Admission } from './http/rate-limit.js'
+import { sendJsonError, sendTooMany } from './http/respond.js'
+import { createUpgradeHandler } from './http/websocket.js'
+import { StoreError } from './limiter/store-error.js'
+import type { Logger } from './observe/log.js'
+import type { LimiterStore } from './types.js'
+
+export interface GatewayDeps {
+  /** The current configuration snapshot; read once per request. */
+  snapshot: () => Snapshot
+  store: LimiterStore
+  forwarder: Forwarder
+  logger: Logger
+  /** The upstream's URL, for WebSocket upgrades (which bypass the pool). */
+  upstreamUrl: string
+  now?: () => number
+}
+
+export interface Gateway {
+  handleRequest(req: IncomingMessage, res: ServerResponse): void
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
+  /** Open WebSocket tunnels, for graceful shutdown. */
+  readonly tunnels: ReadonlySet<Duplex>
+}
+
+const STORE_DOWN = 'the rate-limit store is unavailable; try again shortly'
+
+/** The request's way through: normalise → classify → count → refuse or forward → log. */
+export function createGateway(deps: GatewayDeps): Gateway {
+  const { store, forwarder, logger } = deps
+  const now = deps.now ?? Date.now
+
+  function logLine(
+    method: string,
+    path: string,
+    adm: Admission,
+    status: number,
+    started: number,
+    upstreamMs: number | null,
+    extra?: Record<string, unknown>
+  ): void {
+    const w = adm.window
+    const line = {
+      method,
+      path,
+      class: adm.classification.cls,
+      key: adm.classification.key,
+      limit: w?.limit,
+      remaining: w?.remaining,
+      reset: w?.resetSec,
+      status,
+      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      upstream_ms: upstreamMs === null ? undefined : Math.round(upstreamMs * 100) / 100,
+      ...extra,
+    }
+    if (adm.overLimit) logger.warn(line, extra?.dry_run ? 'over limit (dry-run: forwarded)' : 'refused: over limit')
+    else logger.info(line, 'request')
+  }
+
+  /** Rate check shared by plain requests and upgrades; answers 400/503 itself. */
+  async function check(
+    req: IncomingMessage,
+    fail: (status: number, message: string, headers?: Record<string, number>) => void
+  ): Promise<{ adm: Admission; path: string; query: string; snap: Snapshot } | null> {
+    const snap = deps.snapshot()
+    const { path: rawPath, query } = splitTarget(req.url ?? '/')
+    const norm = normalizePath(rawPath)
+    if (!norm.ok) {
+      fail(400, norm.reason)
+      logger.warn({ method: req.method, status: 400, reason: norm.reason }, 'refused: bad path')
+      return null
+    }
+    try {
+      return { adm: await admit(snap, store, req, norm.path, now()), path: norm.path, query, snap }
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err
+      fail(503, STORE_DOWN, { 'retry-after': 1 })
+      logger.warn({ method: req.method, path: norm.path, status: 503 }, 'refused: store unavailable')
+      return null
+    }
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now()
+    const method = req.method ?? 'GET'
+    const checked = await check(req, (status, message, headers) => sendJsonError(res, status, message, headers ?? null))
+    if (checked === null) return
+    const { adm, path, query, snap } = checked
+    let dryRun = false
+    if (adm.overLimit) {
+      if (snap.config.mode === 'enforce') {
+        sendTooMany(res, adm.headers!)
+        logLine(method, path, adm, 429, started, null)
+        return
+      }
+      // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
+      dryRun = true
+      delete adm.headers!['retry-after']
+    }
+    forwarder.forward(req, res, path + query, adm.headers, (r) => {
+      logLine(method, path, adm, r.status, started, r.upstreamMs, dryRun ? { dry_run: true, upstream_error: r.error } : r.error ? { upstream_error: r.error } : undefined)
+    })
+  }
+
+  function handleRequest(req: IncomingMessage, res: ServerResponse): void {
+    handle(req, res).catch((err: unknown) => {
+      // Nothing a request does may crash the process; the client gets a 500 or a closed socket.
+      logger.error({ err: { message: (err as Error)?.message, stack: (err as Error)?.stack } }, 'request failed')
+      if (!res.headersSent) sendJsonError(res, 500, 'internal error')
+      else res.destroy()
+    })
+  }
+
+  const upgrade = createUpgradeHandler({ upstreamUrl: deps.upstreamUrl, logger, check, logLine })
+  return { handleRequest, handleUpgrade: upgrade.handle, tunnels: upgrade.tunnels }
+}

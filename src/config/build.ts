@@ -1,0 +1,151 @@
+import ipaddr from 'ipaddr.js'
+import type { Config, ConfigProblem, PlanConfig, RateList, RuleConfig } from '../types.js'
+import { parseRate } from './rate.js'
+import { DEFAULT_EXEMPT, DEFAULT_PLANS, PRESETS } from './presets.js'
+import type { LimitsFile } from './schema.js'
+import { parseUuid } from '../http/base-uuid.js'
+
+function rates(value: string | string[]): RateList {
+  const list = Array.isArray(value) ? value : [value]
+  // The schema has already proven each entry parses; unlimited entries drop out.
+  return list.map(parseRate).filter((r): r is NonNullable<typeof r> => r != null)
+}
+
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true
+  if (!ipaddr.isValid(host)) return false
+  return ipaddr.process(host).range() === 'loopback'
+}
+
+function checkUrl(
+  problems: ConfigProblem[],
+  field: string,
+  value: string,
+  schemes: readonly string[]
+): void {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    problems.push({ field, message: `${JSON.stringify(value)} is not a URL` })
+    return
+  }
+  if (!schemes.includes(url.protocol)) {
+    problems.push({ field, message: `${JSON.stringify(value)} must start with ${schemes.map((s) => s + '//').join(' or ')}` })
+  }
+}
+
+/** Cross-field checks and preset merging: a valid document becomes a Config, or problems. */
+export function buildConfig(file: LimitsFile): { config?: Config; problems: ConfigProblem[] } {
+  const problems: ConfigProblem[] = []
+  const deployment = file.deployment ?? 'self-hosted'
+  const preset = PRESETS[deployment]
+  const rl = file.rate_limits ?? {}
+
+  const upstreamUrl = file.upstream?.url ?? 'http://127.0.0.1:8000'
+  checkUrl(problems, 'upstream.url', upstreamUrl, ['http:', 'https:'])
+
+  const storeUrl = file.store?.url ?? ''
+  if (storeUrl !== '') checkUrl(problems, 'store.url', storeUrl, ['redis:', 'rediss:'])
+  const cluster = file.store?.cluster ?? []
+  cluster.forEach((u, i) => checkUrl(problems, `store.cluster[${i}]`, u, ['redis:', 'rediss:']))
+  if (storeUrl !== '' && cluster.length > 0) {
+    problems.push({ field: 'store', message: 'set either url or cluster, not both' })
+  }
+
+  const trusted = file.client_ip?.trusted_proxies ?? []
+  trusted.forEach((cidr, i) => {
+    const ok = cidr.includes('/') ? ipaddr.isValidCIDR(cidr) : ipaddr.isValid(cidr)
+    if (!ok) problems.push({ field: `client_ip.trusted_proxies[${i}]`, message: `${JSON.stringify(cidr)} is not an IP address or CIDR` })
+  })
+
+  const rules: RuleConfig[] = []
+  const ruleNames = new Set<string>()
+  ;(rl.rules ?? []).forEach((r, i) => {
+    if (ruleNames.has(r.name)) {
+      problems.push({ field: `rate_limits.rules[${i}].name`, message: `${JSON.stringify(r.name)} is used by another rule` })
+    }
+    ruleNames.add(r.name)
+    const star = r.path.indexOf('*')
+    if (star !== -1 && star !== r.path.length - 1) {
+      problems.push({ field: `rate_limits.rules[${i}].path`, message: '* is allowed only at the end' })
+    }
+    const methods = r.method === undefined ? null : (Array.isArray(r.method) ? r.method : [r.method]).map((m) => m.toUpperCase())
+    rules.push({ name: r.name, methods, path: r.path, limits: rates(r.limits) })
+  })
+
+  const adminHost = file.admin?.host ?? '127.0.0.1'
+  const adminToken = file.admin?.token ?? ''
+  if (adminToken === '' && !isLoopback(adminHost)) {
+    // SPEC §7: without a token the admin listener binds only to loopback.
+    problems.push({ field: 'admin.host', message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there` })
+  }
+
+  const timezone = file.monthly?.timezone ?? 'UTC'
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: timezone })
+  } catch {
+    problems.push({ field: 'monthly.timezone', message: `${JSON.stringify(timezone)} is not a time zone` })
+  }
+
+  const plans: Record<string, PlanConfig> = { ...DEFAULT_PLANS }
+  for (const [name, p] of Object.entries(file.monthly?.plans ?? {})) {
+    plans[name] = p.calls !== undefined ? { calls: p.calls } : { callsPerUser: p.calls_per_user! }
+  }
+  const teamIds = new Set<string>()
+  const teams = (file.monthly?.teams ?? []).map((t, i) => {
+    if (teamIds.has(t.id)) problems.push({ field: `monthly.teams[${i}].id`, message: `${JSON.stringify(t.id)} is used by another team` })
+    teamIds.add(t.id)
+    if (!(t.plan in plans)) problems.push({ field: `monthly.teams[${i}].plan`, message: `${JSON.stringify(t.plan)} is not a plan` })
+    const bases = t.bases.map((b, j) => {
+      const uuid = parseUuid(b)
+      if (uuid === null) problems.push({ field: `monthly.teams[${i}].bases[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
+      return uuid ?? b
+    })
+    return { id: t.id, plan: t.plan, users: t.users, bases }
+  })
+
+  if (problems.length > 0) return { problems }
+
+  const sl = file.size_limits ?? {}
+  const config: Config = {
+    deployment,
+    listen: { host: file.listen?.host ?? '0.0.0.0', port: file.listen?.port ?? 8080 },
+    admin: { host: adminHost, port: file.admin?.port ?? 9090, token: adminToken },
+    upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? 60_000 },
+    store: {
+      url: storeUrl,
+      cluster,
+      prefix: file.store?.prefix ?? 'basegate:',
+      timeoutMs: file.store?.timeout_ms ?? 100,
+      onError: file.store?.on_error ?? 'open',
+    },
+    clientIp: { trustedProxies: trusted, ipv6Prefix: file.client_ip?.ipv6_prefix ?? 64 },
+    rateLimits: {
+      account: rates(rl.account ?? preset.account),
+      base: rates(rl.base ?? preset.base),
+      authToken: rates(rl.auth_token ?? preset.auth_token),
+      other: rates(rl.other ?? preset.other),
+      rules,
+      ipCeiling: rates(rl.ip_ceiling ?? 'unlimited'),
+    },
+    headers: file.headers ?? 'gateway',
+    mode: file.mode ?? 'enforce',
+    exempt: file.exempt ?? DEFAULT_EXEMPT,
+    sizeLimits: {
+      listRows: sl.list_rows ?? 1000,
+      appendRows: sl.append_rows ?? 1000,
+      updateRows: sl.update_rows ?? 1000,
+      deleteRows: sl.delete_rows ?? 10000,
+      sqlList: sl.sql_list ?? 10000,
+      maxBodyBytes: sl.max_body_bytes ?? 16_777_216,
+    },
+    monthly: {
+      enabled: file.monthly?.enabled ?? deployment === 'cloud',
+      timezone,
+      plans,
+      teams,
+    },
+  }
+  return { config, problems }
+}

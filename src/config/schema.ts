@@ -1,0 +1,97 @@
+import { z } from 'zod'
+import { parseRate } from './rate.js'
+
+// The shape of limits.yaml as an operator writes it (snake_case, rates as text). It only
+// validates; config/build.ts turns a valid document into the Config the code uses. Keeping
+// transforms out keeps this schema exportable as JSON Schema for editors.
+
+const rateText = z
+  .string()
+  .refine((s) => parseRate(s) !== undefined, { error: (iss) => `${JSON.stringify(iss.input)} is not a rate` })
+  .describe('N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited')
+
+/** A rate, or a non-empty list of rates that all apply. */
+export const rateValue = z.union([rateText, z.array(rateText).min(1)])
+
+const port = z.number().int().min(0).max(65535)
+const positiveInt = z.number().int().min(1)
+const methodName = z.string().regex(/^[A-Za-z]+$/, { error: (iss) => `${JSON.stringify(iss.input)} is not an HTTP method` })
+
+const rule = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]+$/, { error: 'a rule name is letters, digits, _ . -' }),
+  method: z.union([methodName, z.array(methodName).min(1)]).optional(),
+  path: z.string().startsWith('/', { error: 'a rule path starts with /' }),
+  limits: rateValue,
+})
+
+const plan = z
+  .strictObject({ calls: positiveInt.optional(), calls_per_user: positiveInt.optional() })
+  .refine((p) => (p.calls === undefined) !== (p.calls_per_user === undefined), {
+    error: 'a plan has exactly one of calls or calls_per_user',
+  })
+
+const team = z.strictObject({
+  id: z.string().min(1),
+  plan: z.string().min(1),
+  users: positiveInt.default(1),
+  bases: z.array(z.string()).default([]),
+})
+
+export const limitsFileSchema = z.strictObject({
+  deployment: z.enum(['cloud', 'dedicated', 'self-hosted']).optional(),
+  listen: z.strictObject({ host: z.string().min(1).optional(), port: port.optional() }).optional(),
+  admin: z
+    .strictObject({ host: z.string().min(1).optional(), port: port.optional(), token: z.string().optional() })
+    .optional(),
+  upstream: z
+    .strictObject({ url: z.string().optional(), timeout_ms: positiveInt.optional() })
+    .optional(),
+  store: z
+    .strictObject({
+      url: z.string().optional(),
+      cluster: z.array(z.string()).optional(),
+      prefix: z.string().optional(),
+      timeout_ms: positiveInt.optional(),
+      on_error: z.enum(['open', 'closed']).optional(),
+    })
+    .optional(),
+  client_ip: z
+    .strictObject({
+      trusted_proxies: z.array(z.string()).optional(),
+      ipv6_prefix: z.number().int().min(1).max(128).optional(),
+    })
+    .optional(),
+  rate_limits: z
+    .strictObject({
+      account: rateValue.optional(),
+      base: rateValue.optional(),
+      auth_token: rateValue.optional(),
+      other: rateValue.optional(),
+      rules: z.array(rule).optional(),
+      ip_ceiling: rateValue.optional(),
+    })
+    .optional(),
+  headers: z.enum(['gateway', 'all', 'none']).optional(),
+  mode: z.enum(['enforce', 'dry-run']).optional(),
+  exempt: z.array(z.string().startsWith('/', { error: 'an exempt path starts with /' })).optional(),
+  size_limits: z
+    .strictObject({
+      list_rows: positiveInt.optional(),
+      append_rows: positiveInt.optional(),
+      update_rows: positiveInt.optional(),
+      delete_rows: positiveInt.optional(),
+      sql_list: positiveInt.optional(),
+      max_body_bytes: positiveInt.optional(),
+    })
+    .optional(),
+  monthly: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      timezone: z.string().optional(),
+      plans: z.record(z.string(), plan).optional(),
+      teams: z.array(team).optional(),
+    })
+    .optional(),
+})
+
+export type LimitsFile = z.infer<typeof limitsFileSchema>

@@ -1,0 +1,58 @@
+import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { GuardedStore } from './limiter/guarded-store.js'
+import { MemoryStore } from './limiter/memory-store.js'
+import { RedisStore } from './limiter/redis-store.js'
+import type { Logger } from './observe/log.js'
+import type { Config, LimiterStore } from './types.js'
+
+export type StoreKind = 'memory' | 'redis' | 'cluster'
+
+/** The one place that picks the store implementation (memory, Redis, or Redis Cluster). */
+export function createStore(config: Config, logger: Logger): { store: LimiterStore; kind: StoreKind } {
+  const s = config.store
+  if (s.url === '' && s.cluster.length === 0) {
+    logger.warn('store.url is empty: counters are kept in this process only; instances do not share them')
+    return { store: new MemoryStore(), kind: 'memory' }
+  }
+  const options: RedisOptions = {
+    // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
+    commandTimeout: s.timeoutMs,
+    connectTimeout: Math.max(1000, s.timeoutMs * 10),
+    // Fail fast while disconnected instead of queueing behind reconnects.
+    maxRetriesPerRequest: 1,
+    // Requests arriving in the same tick share one write to Redis.
+    enableAutoPipelining: true,
+  }
+  let client: Redis | Cluster
+  let kind: StoreKind
+  if (s.cluster.length > 0) {
+    const nodes = s.cluster.map((u) => {
+      const url = new URL(u)
+      return { host: url.hostname, port: Number(url.port || 6379) }
+    })
+    const first = new URL(s.cluster[0]!)
+    client = new Cluster(nodes, {
+      enableAutoPipelining: true,
+      redisOptions: {
+        ...options,
+        password: first.password ? decodeURIComponent(first.password) : undefined,
+        username: first.username ? decodeURIComponent(first.username) : undefined,
+        tls: first.protocol === 'rediss:' ? {} : undefined,
+      },
+    })
+    kind = 'cluster'
+  } else {
+    client = new Redis(s.url, options)
+    kind = 'redis'
+  }
+  // ioredis reports every failed reconnect; the guarded store logs the outage once.
+  client.on('error', () => {})
+  const store = new GuardedStore(new RedisStore(client, { prefix: s.prefix }), {
+    onError: s.onError,
+    onOutage: (down, err) => {
+      if (down) logger.error({ err: { message: (err as Error)?.message }, on_error: s.onError }, 'store unavailable')
+      else logger.info('store available again')
+    },
+  })
+  return { store, kind }
+}

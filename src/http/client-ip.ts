@@ -1,0 +1,84 @@
+import ipaddr from 'ipaddr.js'
+
+// SPEC §6: who the client is. Built once per configuration; `clientKey` runs per request.
+
+type Addr = ipaddr.IPv4 | ipaddr.IPv6
+type Cidr = [Addr, number]
+
+export interface ClientIpOptions {
+  trustedProxies: readonly string[]
+  ipv6Prefix: number
+}
+
+/** `::ffff:a.b.c.d` becomes `a.b.c.d`; null for anything that is not an address. */
+function parse(text: string): Addr | null {
+  const t = text.trim()
+  if (!ipaddr.isValid(t)) return null
+  return ipaddr.process(t)
+}
+
+function parseCidr(text: string): Cidr {
+  if (text.includes('/')) {
+    const [addr, bits] = ipaddr.parseCIDR(text)
+    // A v4-mapped CIDR would never match the unwrapped v4 client; unwrap it too.
+    if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
+      return [(addr as ipaddr.IPv6).toIPv4Address(), bits - 96]
+    }
+    return [addr, bits]
+  }
+  const addr = ipaddr.process(text)
+  return [addr, addr.kind() === 'ipv4' ? 32 : 128]
+}
+
+export interface ClientIpResolver {
+  /** The client's address, as text (IPv4 dotted, IPv6 compact). */
+  clientIp(peer: string | undefined, xff: string | string[] | undefined): string
+  /** The key that counts this client: the address, or its IPv6 /prefix. */
+  keyOf(ip: string): string
+}
+
+export function createClientIpResolver(opts: ClientIpOptions): ClientIpResolver {
+  const cidrs = opts.trustedProxies.map(parseCidr)
+  const trusted = (a: Addr): boolean => cidrs.some(([net, bits]) => a.kind() === net.kind() && a.match(net, bits))
+  const hasTrusted = cidrs.length > 0
+
+  function clientIp(peerText: string | undefined, xff: string | string[] | undefined): string {
+    // Hot path: no trusted proxies, so the peer is the client; skip the full parse.
+    if (!hasTrusted && peerText !== undefined) {
+      if (peerText.startsWith('::ffff:') && peerText.includes('.')) return peerText.slice(7)
+      if (!peerText.includes(':')) return peerText
+    }
+    const peer = peerText === undefined ? null : parse(peerText)
+    if (peer === null) return peerText ?? 'unknown'
+    if (!hasTrusted || !trusted(peer) || xff === undefined) return peer.toString()
+    // Walk X-Forwarded-For from the right, skipping trusted hops; the first untrusted is the
+    // client; if every hop is trusted, the leftmost.
+    const hops = (Array.isArray(xff) ? xff.join(',') : xff).split(',')
+    let nearest: Addr = peer
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = parse(hops[i]!)
+      // A hop that is not an address was written by something we cannot vouch for: the last
+      // address we could vouch for is the client.
+      if (hop === null) return nearest.toString()
+      if (!trusted(hop)) return hop.toString()
+      nearest = hop
+    }
+    return nearest.toString()
+  }
+
+  function keyOf(ip: string): string {
+    if (!ip.includes(':')) return ip
+    const addr = parse(ip)
+    if (addr === null || addr.kind() !== 'ipv6' || opts.ipv6Prefix >= 128) return ip
+    // Group IPv6 clients by prefix: one subscriber usually holds a whole /64.
+    const bytes = addr.toByteArray()
+    const keep = opts.ipv6Prefix
+    for (let bit = keep; bit < 128; bit++) {
+      const idx = bit >> 3
+      bytes[idx] = bytes[idx]! & ~(0x80 >> (bit & 7))
+    }
+    return `${ipaddr.fromByteArray(bytes).toString()}/${keep}`
+  }
+
+  return { clientIp, keyOf }
+}

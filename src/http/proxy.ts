@@ -1,0 +1,151 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { Pool } from 'undici'
+import { connectionTokens, HOP_BY_HOP } from './hop-by-hop.js'
+import { sendJsonError } from './respond.js'
+
+// SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,
+// hop-by-hop headers dropped, X-Forwarded-* appended; 502 when the upstream refuses or drops
+// the connection, 504 when its headers do not come within upstream.timeout_ms.
+
+export interface ForwardResult {
+  /** The status the client got; 0 when the client went away first. */
+  status: number
+  /** From dispatch to the upstream's response headers; null when none came. */
+  upstreamMs: number | null
+  error?: string
+}
+
+export interface Forwarder {
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    pathAndQuery: string,
+    extraHeaders: OutgoingHttpHeaders | null,
+    done: (r: ForwardResult) => void
+  ): void
+  close(): Promise<void>
+}
+
+export interface ForwarderOptions {
+  url: string
+  timeoutMs: number
+  /** Upper bound on pooled connections to the upstream. */
+  connections?: number
+}
+
+/** The client's socket address, `::ffff:` unwrapped (for X-Forwarded-For). */
+export function peerAddress(req: IncomingMessage): string {
+  const a = req.socket.remoteAddress ?? ''
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a
+}
+
+/** Request headers for the upstream, as a flat [name, value, …] list (keeps duplicates). */
+export function upstreamRequestHeaders(req: IncomingMessage, keepUpgrade = false): string[] {
+  const raw = req.rawHeaders
+  const listed = connectionTokens(req.headers.connection)
+  const out: string[] = []
+  let xff: string | undefined
+  let xfp: string | undefined
+  let xfh: string | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    const value = raw[i + 1]!
+    const lower = name.toLowerCase()
+    if (keepUpgrade && (lower === 'connection' || lower === 'upgrade')) {
+      out.push(name, value)
+      continue
+    }
+    if (HOP_BY_HOP.has(lower) || (listed !== null && listed.has(lower))) continue
+    if (lower === 'x-forwarded-for') xff = xff === undefined ? value : `${xff}, ${value}`
+    else if (lower === 'x-forwarded-proto') xfp = xfp === undefined ? value : `${xfp}, ${value}`
+    else if (lower === 'x-forwarded-host') xfh = xfh === undefined ? value : `${xfh}, ${value}`
+    else out.push(name, value)
+  }
+  // Appended, never replaced: an untrusted client's list is kept, and our hop goes last.
+  const peer = peerAddress(req)
+  out.push('x-forwarded-for', xff === undefined ? peer : `${xff}, ${peer}`)
+  const proto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'
+  out.push('x-forwarded-proto', xfp === undefined ? proto : `${xfp}, ${proto}`)
+  const host = req.headers.host
+  if (host !== undefined) out.push('x-forwarded-host', xfh === undefined ? host : `${xfh}, ${host}`)
+  return out
+}
+
+/** Response headers for the client: the upstream's less hop-by-hop, plus ours. */
+function clientResponseHeaders(
+  upstream: Record<string, string | string[] | undefined>,
+  extra: OutgoingHttpHeaders | null
+): OutgoingHttpHeaders {
+  const listed = connectionTokens(upstream.connection)
+  const out: OutgoingHttpHeaders = {}
+  for (const name in upstream) {
+    if (HOP_BY_HOP.has(name) || (listed !== null && listed.has(name))) continue
+    out[name] = upstream[name]
+  }
+  if (extra !== null) for (const name in extra) out[name] = extra[name]
+  return out
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  const cl = req.headers['content-length']
+  return req.headers['transfer-encoding'] !== undefined || (cl !== undefined && cl !== '0')
+}
+
+export function createForwarder(opts: ForwarderOptions): Forwarder {
+  const url = new URL(opts.url)
+  const basePath = url.pathname.replace(/\/+$/, '')
+  const pool = new Pool(url.origin, {
+    connections: opts.connections ?? 256,
+    pipelining: 1,
+    keepAliveTimeout: 4_000,
+    // undici re-arms this timer on every body chunk it writes, so it runs from the request
+    // fully sent to the response headers (SPEC §2 upstream.timeout_ms).
+    headersTimeout: opts.timeoutMs,
+    // A stalled response body is cut after the same idle time.
+    bodyTimeout: opts.timeoutMs,
+  })
+  const timeoutText = `the upstream sent no answer within ${opts.timeoutMs} ms`
+
+  function forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    pathAndQuery: string,
+    extraHeaders: OutgoingHttpHeaders | null,
+    done: (r: ForwardResult) => void
+  ): void {
+    const started = performance.now()
+    let upstreamMs: number | null = null
+    pool.stream(
+      {
+        path: basePath + pathAndQuery,
+        method: req.method as 'GET',
+        headers: upstreamRequestHeaders(req),
+        body: hasBody(req) ? req : null,
+      },
+      ({ statusCode, headers }) => {
+        upstreamMs = performance.now() - started
+        res.writeHead(statusCode, clientResponseHeaders(headers, extraHeaders))
+        return res
+      },
+      (err) => {
+        if (err === null) return done({ status: res.statusCode, upstreamMs })
+        const code = (err as { code?: string }).code ?? err.name
+        if (res.headersSent) {
+          // The upstream dropped the connection mid-answer (or the client left): the client's
+          // connection is closed too, so it cannot take a cut body for a whole one.
+          res.destroy()
+          return done({ status: res.writableFinished ? res.statusCode : 0, upstreamMs, error: code })
+        }
+        if (req.destroyed && res.destroyed) return done({ status: 0, upstreamMs, error: code })
+        if (code === 'UND_ERR_HEADERS_TIMEOUT') {
+          sendJsonError(res, 504, timeoutText, extraHeaders)
+          return done({ status: 504, upstreamMs, error: code })
+        }
+        sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)
+        done({ status: 502, upstreamMs, error: code })
+      }
+    )
+  }
+
+  return { forward, close: () => pool.close() }
+}

@@ -1,0 +1,115 @@
+import { BUCKETS_PER_WINDOW } from '../config/rate.js'
+import type { Charge, Decision, LimiterStore } from '../types.js'
+import { ADMIT_NOTHING_TO_CHECK, toWindowState } from './decision.js'
+
+// The same bucketed sliding window as sliding-window.lua, in this process only. The contract
+// suite (test/limiter/store-contract.ts) holds both to one behaviour.
+
+interface Entry {
+  /** bucket index → calls; at most 51 live buckets per key. */
+  buckets: Map<number, number>
+  expiresAtMs: number
+}
+
+interface Scan {
+  used: number
+  resetAtMs: number
+  retryAtMs: number
+  current: number
+}
+
+export class MemoryStore implements LimiterStore {
+  private readonly entries = new Map<string, Entry>()
+  private nextSweepMs = 0
+
+  /** Keys held now (for tests of idle expiry). */
+  get size(): number {
+    return this.entries.size
+  }
+
+  async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    return this.consumeSync(charges, nowMs)
+  }
+
+  consumeSync(charges: readonly Charge[], nowMs: number): Decision {
+    const n = charges.length
+    if (n === 0) return ADMIT_NOTHING_TO_CHECK
+    this.sweep(nowMs)
+    const scans: Scan[] = new Array(n)
+    let allowed = true
+    for (let i = 0; i < n; i++) {
+      scans[i] = this.scan(charges[i]!, nowMs)
+      if (scans[i]!.retryAtMs !== 0) allowed = false
+    }
+    if (allowed) {
+      for (let i = 0; i < n; i++) {
+        const c = charges[i]!
+        const s = scans[i]!
+        const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
+        let e = this.entries.get(c.key)
+        if (!e) {
+          e = { buckets: new Map(), expiresAtMs: 0 }
+          this.entries.set(c.key, e)
+        }
+        e.buckets.set(s.current, (e.buckets.get(s.current) ?? 0) + 1)
+        e.expiresAtMs = nowMs + c.windowMs + 2 * bucketMs
+        s.used += 1
+        if (s.resetAtMs === 0) s.resetAtMs = (s.current + 1) * bucketMs + c.windowMs
+      }
+    }
+    const windows = new Array(n)
+    for (let i = 0; i < n; i++) {
+      const s = scans[i]!
+      windows[i] = toWindowState(charges[i]!, s.used, s.resetAtMs, s.retryAtMs, nowMs)
+    }
+    return { allowed, windows }
+  }
+
+  private scan(c: Charge, nowMs: number): Scan {
+    const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
+    const current = Math.floor(nowMs / bucketMs)
+    const oldest = Math.floor((nowMs - c.windowMs) / bucketMs)
+    const e = this.entries.get(c.key)
+    let used = 0
+    let first = Infinity
+    if (e) {
+      for (const [b, count] of e.buckets) {
+        if (b < oldest) e.buckets.delete(b)
+        else {
+          used += count
+          if (b < first) first = b
+        }
+      }
+    }
+    const resetAtMs = first === Infinity ? 0 : (first + 1) * bucketMs + c.windowMs
+    let retryAtMs = 0
+    if (used + 1 > c.limit && e) {
+      retryAtMs = nowMs + c.windowMs
+      const live = [...e.buckets].sort((a, b) => a[0] - b[0])
+      let freed = 0
+      for (const [b, count] of live) {
+        freed += count
+        if (used - freed + 1 <= c.limit) {
+          retryAtMs = (b + 1) * bucketMs + c.windowMs
+          break
+        }
+      }
+    }
+    return { used, resetAtMs, retryAtMs, current }
+  }
+
+  /** Idle keys expire, as Redis's PEXPIRE does; one pass at most every second. */
+  private sweep(nowMs: number): void {
+    if (nowMs < this.nextSweepMs) return
+    this.nextSweepMs = nowMs + 1000
+    for (const [key, e] of this.entries) if (e.expiresAtMs <= nowMs) this.entries.delete(key)
+  }
+
+  async ready(): Promise<boolean> {
+    return true
+  }
+
+  async close(): Promise<void> {
+    this.entries.clear()
+  }
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env node
+import { createAdaptorServer } from '@hono/node-server'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { parseArgs } from 'node:util'
+import { createAdminApp } from './admin/routes.js'
+import { createGateway } from './app.js'
+import { ConfigHolder } from './config/holder.js'
+import { formatProblems, loadConfigFile } from './config/load.js'
+import { parseFlagOverrides } from './config/overrides.js'
+import { createStore } from './deps.js'
+import { createForwarder } from './http/proxy.js'
+import { createLogger } from './observe/log.js'
+import type { ConfigProblem } from './types.js'
+
+const USAGE = `usage: basegate [--config FILE] [--port N] [--upstream URL] [--redis URL]
+  --config FILE   limits.yaml to serve with (default: $BASEGATE_CONFIG, else ./limits.yaml)
+  --port N        the proxy's port (beats listen.port)
+  --upstream URL  the service's server (beats upstream.url)
+  --redis URL     redis:// or rediss:// store (beats store.url)`
+
+const DRAIN_MS = 10_000
+
+function fail(problems: readonly ConfigProblem[]): never {
+  process.stderr.write(formatProblems(problems) + '\n')
+  process.exit(2)
+}
+
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve(server.address() as AddressInfo)
+    })
+  })
+}
+
+async function main(): Promise<void> {
+  let args
+  try {
+    args = parseArgs({
+      options: {
+        config: { type: 'string' },
+        port: { type: 'string' },
+        upstream: { type: 'string' },
+        redis: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`)
+    process.exit(2)
+  }
+  if (args.help) {
+    process.stdout.write(USAGE + '\n')
+    return
+  }
+  const file = args.config ?? process.env.BASEGATE_CONFIG ?? './limits.yaml'
+  const flags = parseFlagOverrides(args)
+  const loaded = await loadConfigFile(file)
+  const problems = [...flags.problems, ...(loaded.ok ? [] : loaded.problems)]
+  if (!loaded.ok || problems.length > 0) fail(problems)
+
+  const logger = createLogger()
+  const holder = new ConfigHolder(file, loaded.config, flags.overrides)
+  const config = holder.current.config
+  const { store, kind } = createStore(config, logger)
+  const forwarder = createForwarder({ url: config.upstream.url, timeoutMs: config.upstream.timeoutMs })
+  const gateway = createGateway({
+    snapshot: () => holder.current,
+    store,
+    forwarder,
+    logger,
+    upstreamUrl: config.upstream.url,
+  })
+
+  const proxy = createServer(gateway.handleRequest)
+  proxy.on('upgrade', gateway.handleUpgrade)
+  proxy.on('clientError', (_err, socket) => {
+    // Malformed requests (smuggling attempts, oversized headers) never reach the gateway.
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n')
+    else socket.destroy()
+  })
+  const admin = createAdaptorServer({
+    fetch: createAdminApp({ token: () => holder.current.config.admin.token, store }).fetch,
+  }) as Server
+
+  let proxyAddr: AddressInfo
+  let adminAddr: AddressInfo
+  try {
+    proxyAddr = await listen(proxy, config.listen.port, config.listen.host)
+    adminAddr = await listen(admin, config.admin.port, config.admin.host)
+  } catch (err) {
+    logger.fatal({ err: { message: (err as Error).message } }, 'cannot listen')
+    logger.flush()
+    process.exit(1)
+  }
+  logger.info(
+    {
+      proxy: { host: proxyAddr.address, port: proxyAddr.port },
+      admin: { host: adminAddr.address, port: adminAddr.port },
+      upstream: config.upstream.url,
+      store: kind,
+      deployment: config.deployment,
+      mode: config.mode,
+    },
+    'listening'
+  )
+
+  process.on('SIGHUP', () => {
+    void holder.reload().then((r) => {
+      if (r.ok) logger.info({ file }, 'configuration reloaded')
+      else logger.error({ file, problems: r.problems.map((p) => `${p.field}: ${p.message}`) }, 'configuration refused; the running one stays')
+    })
+  })
+
+  let stopping = false
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return
+    stopping = true
+    logger.info({ signal }, 'stopping: draining in-flight requests')
+    const deadline = Date.now() + DRAIN_MS
+    const closed = new Promise<void>((resolve) => proxy.close(() => resolve()))
+    // Keep-alive connections that finish their request are closed as they go idle.
+    const sweep = setInterval(() => proxy.closeIdleConnections(), 50)
+    proxy.closeIdleConnections()
+    const waitTunnels = async (): Promise<void> => {
+      while (gateway.tunnels.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    }
+    await Promise.race([Promise.all([closed, waitTunnels()]), new Promise((r) => setTimeout(r, DRAIN_MS))])
+    clearInterval(sweep)
+    proxy.closeAllConnections()
+    for (const t of gateway.tunnels) t.destroy()
+    await store.close().catch(() => {})
+    await forwarder.close().catch(() => {})
+    // SPEC §6: the admin listener closes last.
+    await new Promise<void>((resolve) => {
+      admin.close(() => resolve())
+      admin.closeAllConnections?.()
+    })
+    logger.info('stopped')
+    logger.flush()
+    setTimeout(() => process.exit(0), 20).unref()
+  }
+  process.on('SIGTERM', () => void stop('SIGTERM'))
+  process.on('SIGINT', () => void stop('SIGINT'))
+  process.on('uncaughtException', (err) => {
+    // A socket error escaping its handler must not take every other request down with it.
+    logger.error({ err: { message: err.message, stack: err.stack } }, 'uncaught exception')
+  })
+}
+
+void main()

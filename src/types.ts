@@ -1,0 +1,149 @@
+// The types every module shares, in one place.
+
+export type Deployment = 'cloud' | 'dedicated' | 'self-hosted'
+
+/** The five request classes of SPEC §3, in matching order. */
+export type RequestClass = 'exempt' | 'auth_token' | 'base' | 'account' | 'other'
+
+/** One limit: at most `limit` calls in any `windowMs`. */
+export interface Rate {
+  limit: number
+  windowMs: number
+  /** As written in the file, for logs and /v1/config. */
+  text: string
+}
+
+/** A class or rule may carry several rates; an empty list means unlimited. */
+export type RateList = readonly Rate[]
+
+export interface RuleConfig {
+  name: string
+  /** Upper-case methods; null matches every method. */
+  methods: readonly string[] | null
+  path: string
+  limits: RateList
+}
+
+export type HeadersMode = 'gateway' | 'all' | 'none'
+export type Mode = 'enforce' | 'dry-run'
+export type OnStoreError = 'open' | 'closed'
+
+export interface SizeLimits {
+  listRows: number
+  appendRows: number
+  updateRows: number
+  deleteRows: number
+  sqlList: number
+  maxBodyBytes: number
+}
+
+export interface PlanConfig {
+  calls?: number
+  callsPerUser?: number
+}
+
+export interface TeamConfig {
+  id: string
+  plan: string
+  users: number
+  bases: readonly string[]
+}
+
+export interface MonthlyConfig {
+  enabled: boolean
+  timezone: string
+  plans: Readonly<Record<string, PlanConfig>>
+  teams: readonly TeamConfig[]
+}
+
+/** limits.yaml after expansion, validation and preset merging. */
+export interface Config {
+  deployment: Deployment
+  listen: { host: string; port: number }
+  admin: { host: string; port: number; token: string }
+  upstream: { url: string; timeoutMs: number }
+  store: {
+    url: string
+    cluster: readonly string[]
+    prefix: string
+    timeoutMs: number
+    onError: OnStoreError
+  }
+  clientIp: { trustedProxies: readonly string[]; ipv6Prefix: number }
+  rateLimits: {
+    account: RateList
+    base: RateList
+    authToken: RateList
+    other: RateList
+    rules: readonly RuleConfig[]
+    ipCeiling: RateList
+  }
+  headers: HeadersMode
+  mode: Mode
+  exempt: readonly string[]
+  sizeLimits: SizeLimits
+  monthly: MonthlyConfig
+}
+
+/** A config problem: the field's dotted path and what is wrong with it. */
+export interface ConfigProblem {
+  field: string
+  message: string
+}
+
+// ---- limiter ----
+
+/** Which kind of window a charge belongs to, for headers and the usage API. */
+export type ChargeKind = 'class' | 'rule' | 'ip_ceiling'
+
+/** One window to check and charge for a request. */
+export interface Charge {
+  /** Store key without the configured prefix. */
+  key: string
+  limit: number
+  windowMs: number
+  kind: ChargeKind
+  cls: RequestClass
+  rule?: string
+}
+
+/** A window's state after a consume (or a peek). */
+export interface WindowState {
+  limit: number
+  windowMs: number
+  /** Calls counted in the window, including this one when it was admitted. */
+  used: number
+  remaining: number
+  /** When the oldest counted call leaves the window (ms); `nowMs` when nothing is counted. */
+  resetAtMs: number
+  /** For a window that refused: when a call would be admitted again (ms); else 0. */
+  retryAtMs: number
+}
+
+export interface Decision {
+  allowed: boolean
+  /** One per charge, in the same order. */
+  windows: WindowState[]
+}
+
+/** What the classifier makes of one request. */
+export interface Classification {
+  cls: RequestClass
+  /** `base:<uuid32>` or `ip:<address or prefix>`. */
+  key: string
+  charges: Charge[]
+  /** Whether x-ratelimit-* go on this answer (SPEC §2 `headers`). */
+  emitHeaders: boolean
+}
+
+/**
+ * Where counters live. Over the limit is a return value; only a store failure throws
+ * (a StoreError).
+ */
+export interface LimiterStore {
+  /** Checks every window and charges all of them, or none when one refuses. */
+  consume(charges: readonly Charge[], nowMs: number): Promise<Decision>
+  /** Whether the store answers now. */
+  ready(): Promise<boolean>
+  close(): Promise<void>
+}
