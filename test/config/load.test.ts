@@ -1,0 +1,150 @@
+import { readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { expandVars, parseConfig } from '../../src/config/load.js'
+
+const fixture = (name: string) => readFileSync(new URL(`../fixtures/config/${name}`, import.meta.url), 'utf8')
+const lines = (text: string, env: NodeJS.ProcessEnv = {}) => {
+  const r = parseConfig(text, env)
+  if (r.ok) throw new Error('expected problems')
+  return r.problems.map((p) => `${p.field}: ${p.message}`)
+}
+
+describe('parseConfig: defaults and presets', () => {
+  it('an empty file is the self-hosted defaults', () => {
+    const r = parseConfig('', {})
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    const c = r.config
+    expect(c.deployment).toBe('self-hosted')
+    expect(c.rateLimits.base.map((x) => x.text)).toEqual(['500/min'])
+    expect(c.rateLimits.account.map((x) => x.text)).toEqual(['3000/min'])
+    expect(c.rateLimits.authToken).toEqual([])
+    expect(c.rateLimits.other).toEqual([])
+    expect(c.listen).toEqual({ host: '0.0.0.0', port: 8080 })
+    expect(c.admin).toEqual({ host: '127.0.0.1', port: 9090, token: '' })
+    expect(c.upstream.timeoutMs).toBe(60_000)
+    expect(c.store).toMatchObject({ url: '', prefix: 'basegate:', timeoutMs: 100, onError: 'open' })
+    expect(c.clientIp.ipv6Prefix).toBe(64)
+    expect(c.headers).toBe('gateway')
+    expect(c.mode).toBe('enforce')
+    expect(c.exempt).toEqual(['/ping', '/server-info', '/api2/ping', '/api-gateway/api/v2/ping'])
+    expect(c.monthly.enabled).toBe(false)
+  })
+
+  it.each([
+    ['cloud', '200/min', '1000/min', ['60/min'], true],
+    ['dedicated', '500/min', '3000/min', [], false],
+    ['self-hosted', '500/min', '3000/min', [], false],
+  ])('the %s preset', (deployment, base, account, auth, monthly) => {
+    const r = parseConfig(`deployment: ${deployment}`, {})
+    if (!r.ok) throw new Error('bad')
+    expect(r.config.rateLimits.base.map((x) => x.text)).toEqual([base])
+    expect(r.config.rateLimits.account.map((x) => x.text)).toEqual([account])
+    expect(r.config.rateLimits.authToken.map((x) => x.text)).toEqual(auth)
+    expect(r.config.monthly.enabled).toBe(monthly)
+  })
+
+  it('overrides beat the preset; a list of rates all apply', () => {
+    const r = parseConfig('deployment: cloud\nrate_limits: { base: [100/min, 5000/hour], auth_token: unlimited }', {})
+    if (!r.ok) throw new Error('bad')
+    expect(r.config.rateLimits.base.map((x) => [x.limit, x.windowMs])).toEqual([[100, 60_000], [5000, 3_600_000]])
+    expect(r.config.rateLimits.authToken).toEqual([])
+    expect(r.config.rateLimits.account.map((x) => x.text)).toEqual(['1000/min'])
+  })
+
+  it('the shipped limits.yaml is valid and is the self-hosted defaults', () => {
+    const text = readFileSync(new URL('../../limits.yaml', import.meta.url), 'utf8')
+    const shipped = parseConfig(text, {})
+    const empty = parseConfig('', {})
+    if (!shipped.ok || !empty.ok) throw new Error('bad')
+    expect(shipped.config).toEqual({ ...empty.config, upstream: { ...empty.config.upstream, url: 'http://127.0.0.1:8000' } })
+  })
+
+  it('reads rules with methods, path and limits', () => {
+    const r = parseConfig(
+      'rate_limits:\n  rules:\n    - { name: list-rows, method: [get], path: "/api-gateway/api/v2/dtables/{base_uuid}/rows/", limits: [100/min, 6000/hour] }',
+      {}
+    )
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    expect(r.config.rateLimits.rules[0]).toMatchObject({ name: 'list-rows', methods: ['GET'] })
+    expect(r.config.rateLimits.rules[0]!.limits).toHaveLength(2)
+  })
+})
+
+describe('parseConfig: ${VAR} expansion', () => {
+  it('expands set variables and defaults, and re-reads unquoted values as YAML', () => {
+    const r = parseConfig('listen:\n  port: ${PORT:-8181}\nstore: { url: "${REDIS_URL:-}", prefix: "${P}x" }', { P: 'bg-' })
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    expect(r.config.listen.port).toBe(8181)
+    expect(r.config.store.url).toBe('')
+    expect(r.config.store.prefix).toBe('bg-x')
+  })
+
+  it('uses the variable over its default, and leaves comments alone', () => {
+    const r = parseConfig('# ${NOT_SET_ANYWHERE}\nlisten:\n  port: ${PORT:-8181}', { PORT: '9999' })
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    expect(r.config.listen.port).toBe(9999)
+  })
+
+  it('expandVars handles $$ and empty values', () => {
+    const missing: string[] = []
+    expect(expandVars('a$${B}c', {}, (n) => missing.push(n))).toBe('a${B}c')
+    expect(expandVars('${E:-d}', { E: '' }, (n) => missing.push(n))).toBe('d')
+    expect(missing).toEqual([])
+  })
+})
+
+describe('parseConfig: every problem named by its field', () => {
+  it.each([
+    ['bad-rate.yaml', ['rate_limits.base: "500/mn" is not a rate']],
+    ['bad-rate-in-list.yaml', ['rate_limits.account[1]: "10/fortnight" is not a rate']],
+    ['unknown-key.yaml', ['rate_limit: is not a known key']],
+    ['bad-enum.yaml', [
+      'deployment: must be one of "cloud", "dedicated", "self-hosted", got "on-prem"',
+      'headers: must be one of "gateway", "all", "none", got "some"',
+    ]],
+    ['bad-types.yaml', ['upstream.timeout_ms: expected number, got "soon"', 'exempt: expected array, got "/ping"']],
+    ['bad-urls.yaml', ['upstream.url: "ftp://example" must start with http:// or https://', 'store.url: "http://127.0.0.1:6379" must start with redis:// or rediss://']],
+    ['bad-proxy-cidr.yaml', ['client_ip.trusted_proxies[1]: "10.0.0.300/8" is not an IP address or CIDR']],
+    ['public-admin-no-token.yaml', ['admin.host: "0.0.0.0" is not loopback; set admin.token to listen there']],
+    ['missing-var.yaml', ['store.url: ${BASEGATE_TEST_UNSET_VAR} is not set (write ${BASEGATE_TEST_UNSET_VAR:-} for an empty default)']],
+  ])('%s', (file, expected) => {
+    expect(lines(fixture(file))).toEqual(expected)
+  })
+
+  it('bad-port.yaml names the port', () => {
+    expect(lines(fixture('bad-port.yaml'))).toEqual([expect.stringMatching(/^listen\.port: /)])
+  })
+
+  it('bad-rule.yaml reports each rule field', () => {
+    const out = lines(fixture('bad-rule.yaml'))
+    expect(out).toContain('rate_limits.rules[1].method[0]: "G3T" is not an HTTP method')
+    expect(out).toContain('rate_limits.rules[1].path: a rule path starts with /')
+    expect(out).toContain('rate_limits.rules[1].limits[0]: "nope" is not a rate')
+  })
+
+  it('cross-field rule checks: duplicate names and * not at the end', () => {
+    const out = lines('rate_limits:\n  rules:\n    - { name: a, path: "/x/*/y", limits: 1/min }\n    - { name: a, path: /z, limits: 1/min }')
+    expect(out).toEqual(['rate_limits.rules[0].path: * is allowed only at the end', 'rate_limits.rules[1].name: "a" is used by another rule'])
+  })
+
+  it('bad-monthly.yaml names each field', () => {
+    const out = lines(fixture('bad-monthly.yaml'))
+    expect(out).toEqual(['monthly.plans.odd: a plan has exactly one of calls or calls_per_user'])
+    const out2 = lines('monthly:\n  timezone: Mars/Olympus\n  teams:\n    - { id: t, plan: gold, bases: [not-a-uuid] }')
+    expect(out2).toEqual([
+      'monthly.timezone: "Mars/Olympus" is not a time zone',
+      'monthly.teams[0].plan: "gold" is not a plan',
+      'monthly.teams[0].bases[0]: "not-a-uuid" is not a base UUID',
+    ])
+  })
+
+  it('bad-yaml.yaml reports the YAML error', () => {
+    const out = lines(fixture('bad-yaml.yaml'))
+    expect(out.length).toBeGreaterThan(0)
+    expect(out[0]).toMatch(/^limits\.yaml: /)
+  })
+
+  it('a rate that is neither text nor a list', () => {
+    expect(lines('rate_limits: { base: 500 }')).toEqual(['rate_limits.base: expected a rate or a list of rates, got 500'])
+  })
+})

@@ -1,0 +1,134 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+
+// Every Redis test runs against a real server: REDIS_URL when set, else a redis-server this
+// helper starts on a free port, else a testcontainers container. If none can be had the
+// suite fails saying so; it never skips and never mocks.
+
+export interface TestRedis {
+  url: string
+  port: number
+  /** A unique key prefix, so suites sharing a server never touch each other's keys. */
+  prefix: string
+  /** Kills the server (only for servers this helper started). */
+  kill(): Promise<void>
+  /** Restarts a killed server on the same port. */
+  restart(): Promise<void>
+  stop(): Promise<void>
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.unref()
+    srv.on('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number }
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+function hasRedisServer(): boolean {
+  return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0
+}
+
+export async function waitForPing(url: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let lastErr: unknown
+  while (Date.now() < deadline) {
+    const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    c.on('error', () => {})
+    try {
+      await c.connect()
+      if ((await c.ping()) === 'PONG') {
+        c.disconnect()
+        return
+      }
+    } catch (err) {
+      lastErr = err
+    }
+    c.disconnect()
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  throw new Error(`redis at ${url} did not answer: ${String(lastErr)}`)
+}
+
+let counter = 0
+function uniquePrefix(): string {
+  return `bgtest:${process.pid}:${Date.now().toString(36)}:${counter++}:`
+}
+
+export function spawnRedisServer(port: number, extra: string[] = [], dir?: string): ChildProcess {
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra]
+  if (dir) args.push('--dir', dir)
+  const child = spawn('redis-server', args, { stdio: 'ignore' })
+  return child
+}
+
+function killChild(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once('exit', () => resolve())
+    child.kill('SIGKILL')
+  })
+}
+
+export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedis> {
+  const shared = process.env.REDIS_URL
+  if (shared && !opts.own) {
+    await waitForPing(shared)
+    const port = Number(new URL(shared).port || 6379)
+    const nothing = async () => {
+      throw new Error('kill/restart needs a server of the test own (startRedis({ own: true }))')
+    }
+    return { url: shared, port, prefix: uniquePrefix(), kill: nothing, restart: nothing, stop: async () => {} }
+  }
+  if (hasRedisServer()) {
+    const port = await freePort()
+    const dir = mkdtempSync(join(tmpdir(), 'bg-redis-'))
+    let child = spawnRedisServer(port, [], dir)
+    const url = `redis://127.0.0.1:${port}`
+    await waitForPing(url)
+    return {
+      url,
+      port,
+      prefix: uniquePrefix(),
+      kill: () => killChild(child),
+      restart: async () => {
+        child = spawnRedisServer(port, [], dir)
+        await waitForPing(url)
+      },
+      stop: async () => {
+        await killChild(child)
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  }
+  try {
+    const { GenericContainer } = await import('testcontainers')
+    const container = await new GenericContainer('redis:7-alpine').withExposedPorts(6379).start()
+    const port = container.getMappedPort(6379)
+    const url = `redis://${container.getHost()}:${port}`
+    await waitForPing(url)
+    return {
+      url,
+      port,
+      prefix: uniquePrefix(),
+      kill: async () => void (await container.stop()),
+      restart: async () => {
+        throw new Error('restart is not supported on a testcontainers Redis')
+      },
+      stop: async () => void (await container.stop()),
+    }
+  } catch (err) {
+    throw new Error(
+      'No Redis for the tests: set REDIS_URL, install redis-server (apt-get install redis-server), ' +
+        `or run a Docker engine for testcontainers. (${(err as Error).message})`
+    )
+  }
+}

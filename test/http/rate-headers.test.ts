@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest'
+import { rateHeaderValues, retryAfterSec } from '../../src/http/rate-headers.js'
+import type { WindowState } from '../../src/types.js'
+
+const w = (p: Partial<WindowState>): WindowState => ({ limit: 10, windowMs: 60_000, used: 0, remaining: 10, resetAtMs: 0, retryAtMs: 0, ...p })
+
+describe('rate headers (SPEC §4)', () => {
+  it('describe the window with the fewest calls left', () => {
+    const hv = rateHeaderValues({
+      allowed: true,
+      windows: [w({ limit: 500, remaining: 400, resetAtMs: 1_000_500 }), w({ limit: 100, remaining: 3, resetAtMs: 2_000_001 })],
+    })
+    expect(hv).toEqual({ limit: 100, remaining: 3, resetSec: 2001 })
+  })
+
+  it('on a refusal: remaining 0, reset when a call is admitted again (the latest refusing window)', () => {
+    const d = {
+      allowed: false,
+      windows: [w({ limit: 500, remaining: 0, retryAtMs: 5_000_000 }), w({ limit: 100, remaining: 0, retryAtMs: 9_000_001 }), w({ limit: 9, remaining: 3 })],
+    }
+    expect(rateHeaderValues(d)).toEqual({ limit: 100, remaining: 0, resetSec: 9001 })
+    expect(retryAfterSec(d, 8_999_000)).toBe(2)
+  })
+
+  it('retry-after is whole seconds rounded up, at least 1', () => {
+    const d = (at: number) => ({ allowed: false, windows: [w({ retryAtMs: at, remaining: 0 })] })
+    expect(retryAfterSec(d(1_000), 1_000)).toBe(1)
+    expect(retryAfterSec(d(1_001), 1_000)).toBe(1)
+    expect(retryAfterSec(d(2_001), 1_000)).toBe(2)
+    expect(retryAfterSec(d(61_000), 1_000)).toBe(60)
+  })
+
+  it('no windows, no headers', () => {
+    expect(rateHeaderValues({ allowed: true, windows: [] })).toBeNull()
+  })
+})

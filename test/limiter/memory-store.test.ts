@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest'
+import { MemoryStore } from '../../src/limiter/memory-store.js'
+import { charge, storeContract } from './store-contract.js'
+
+storeContract('MemoryStore', { make: async () => new MemoryStore() })
+
+describe('MemoryStore memory', () => {
+  it('holds at most 51 buckets per key whatever the limit, and forgets idle keys', async () => {
+    const store = new MemoryStore()
+    const c = charge(1_000_000)
+    const t0 = 1_700_000_000_000
+    for (let i = 0; i < 5000; i++) await store.consume([c], t0 + i * 100)
+    const entries = (store as unknown as { entries: Map<string, { buckets: Map<number, number> }> }).entries
+    expect(entries.get(c.key)!.buckets.size).toBeLessThanOrEqual(51)
+    // Idle past its window plus two buckets: the key is gone at the next sweep.
+    await store.consume([charge(1)], t0 + 5000 * 100 + 60_000 + 2_400 + 1_000)
+    expect(entries.has(c.key)).toBe(false)
+  })
+})

@@ -1,0 +1,80 @@
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { RedisStore } from '../../src/limiter/redis-store.js'
+import { StoreError } from '../../src/limiter/store-error.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { charge, storeContract } from './store-contract.js'
+
+let redis: TestRedis
+const clients: Redis[] = []
+let made = 0
+
+function client(): Redis {
+  const c = new Redis(redis.url, { enableAutoPipelining: true, commandTimeout: 1000 })
+  clients.push(c)
+  return c
+}
+
+beforeAll(async () => {
+  redis = await startRedis()
+})
+afterAll(async () => {
+  for (const c of clients) c.disconnect()
+  await redis.stop()
+})
+
+// Each store gets its own client, as separate gateway instances would.
+storeContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${redis.prefix}${made++}:` }) })
+
+describe('RedisStore against a real redis-server', () => {
+  it('keeps one bounded hash per key with a TTL of about one window', async () => {
+    const prefix = `${redis.prefix}mem:`
+    const store = new RedisStore(client(), { prefix })
+    const c = charge(1_000_000)
+    const t0 = Date.now()
+    for (let i = 0; i < 3000; i++) await store.consume([c], t0 + i * 200)
+    const admin = client()
+    expect(await admin.hlen(prefix + c.key)).toBeLessThanOrEqual(51)
+    const ttl = await admin.pttl(prefix + c.key)
+    expect(ttl).toBeGreaterThan(0)
+    expect(ttl).toBeLessThanOrEqual(60_000 + 2 * 1_200)
+  })
+
+  it('shares counts between stores (instances) on one Redis', async () => {
+    const prefix = `${redis.prefix}shared:`
+    const stores = [0, 1, 2].map(() => new RedisStore(client(), { prefix }))
+    const c = charge(30)
+    const t = Date.now()
+    const results = await Promise.all(Array.from({ length: 90 }, (_, i) => stores[i % 3]!.consume([c], t)))
+    expect(results.filter((r) => r.allowed).length).toBe(30)
+  })
+
+  it('uses one EVALSHA per request for all its windows', async () => {
+    const admin = client()
+    const store = new RedisStore(client(), { prefix: `${redis.prefix}rt:` })
+    await store.consume([charge(5)], Date.now()) // loads the script
+    const before = await evalCalls(admin)
+    for (let i = 0; i < 20; i++) await store.consume([charge(5), charge(10), charge(100, 3_600_000)], Date.now())
+    const after = await evalCalls(admin)
+    // Other suites may share this server; this one's 20 calls are the floor and, on a server
+    // of its own, the whole count.
+    expect(after - before).toBeGreaterThanOrEqual(20)
+    if (!process.env.REDIS_URL) expect(after - before).toBe(20)
+  })
+
+  it('throws StoreError when Redis does not answer', async () => {
+    const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 100 })
+    dead.on('error', () => {})
+    clients.push(dead)
+    const store = new RedisStore(dead, { prefix: 'x:' })
+    await expect(store.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
+    expect(await store.ready()).toBe(false)
+  })
+})
+
+async function evalCalls(c: Redis): Promise<number> {
+  const info = await c.info('commandstats')
+  let total = 0
+  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) total += Number(m[2])
+  return total
+}

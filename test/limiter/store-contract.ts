@@ -1,0 +1,161 @@
+import { describe, expect, it } from 'vitest'
+import type { Charge, LimiterStore } from '../../src/types.js'
+
+// One behaviour for every store (SPEC §3). Each store's test file runs this suite against a
+// real instance: the memory store in process, the Redis store against a real redis-server.
+
+export interface StoreFactory {
+  /** A fresh store whose keys no other test sees. */
+  make(): Promise<LimiterStore>
+}
+
+const MIN = 60_000
+
+let n = 0
+export function charge(limit: number, windowMs = MIN, key = `k${n++}`): Charge {
+  return { key, limit, windowMs, kind: 'class', cls: 'base' }
+}
+
+/** A start time in the middle of a bucket, like any real moment. */
+const T0 = Math.floor(Date.now() / 1200) * 1200 + 500
+
+export function storeContract(name: string, factory: StoreFactory): void {
+  describe(`${name}: the sliding-window contract`, () => {
+    it('admits up to the limit, then refuses, and counts remaining down', async () => {
+      const store = await factory.make()
+      const c = charge(3)
+      const seen: number[] = []
+      for (let i = 0; i < 4; i++) {
+        const d = await store.consume([c], T0 + i)
+        seen.push(d.allowed ? d.windows[0]!.remaining : -1)
+      }
+      expect(seen).toEqual([2, 1, 0, -1])
+    })
+
+    it('does not count a refused call', async () => {
+      const store = await factory.make()
+      const c = charge(2)
+      await store.consume([c], T0)
+      await store.consume([c], T0)
+      for (let i = 0; i < 5; i++) expect((await store.consume([c], T0 + 10)).allowed).toBe(false)
+      const d = await store.consume([c], T0 + 20)
+      expect(d.windows[0]!.used).toBe(2)
+      // Once the two admitted calls leave, the whole limit is free again.
+      const later = T0 + MIN + MIN / 50
+      expect((await store.consume([c], later)).allowed).toBe(true)
+      expect((await store.consume([c], later)).allowed).toBe(true)
+      expect((await store.consume([c], later)).allowed).toBe(false)
+    })
+
+    it('keeps a call counted for its whole window, and at most 1/50 of it longer', async () => {
+      const store = await factory.make()
+      // Start at several offsets inside a bucket: the bound holds for any of them.
+      for (const offset of [0, 1, 599, 1199]) {
+        const c = charge(1)
+        const t = Math.floor(T0 / 1200) * 1200 + offset
+        expect((await store.consume([c], t)).allowed).toBe(true)
+        // Never early: still counted one ms before the window ends.
+        expect((await store.consume([c], t + MIN - 1)).allowed).toBe(false)
+        // At most 1/50 late.
+        expect((await store.consume([c], t + MIN + MIN / 50)).allowed).toBe(true)
+      }
+    })
+
+    it('never admits more than the limit in any window, across random arrivals', async () => {
+      const store = await factory.make()
+      const limit = 20
+      const c = charge(limit, 10_000)
+      const admitted: number[] = []
+      let t = T0
+      let seed = 42
+      const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+      for (let i = 0; i < 600; i++) {
+        t += Math.floor(rand() * 200)
+        if ((await store.consume([c], t)).allowed) admitted.push(t)
+      }
+      // Check every window ending at an admitted call.
+      for (let i = 0; i < admitted.length; i++) {
+        const end = admitted[i]!
+        const inWindow = admitted.filter((x) => x > end - 10_000 && x <= end).length
+        expect(inWindow).toBeLessThanOrEqual(limit)
+      }
+      expect(admitted.length).toBeGreaterThan(limit)
+    })
+
+    it('never refuses a client sending steadily at 90 % of the limit', async () => {
+      const store = await factory.make()
+      const limit = 100
+      const c = charge(limit)
+      const interval = MIN / (limit * 0.9)
+      let refused = 0
+      for (let i = 0; i < 400; i++) {
+        if (!(await store.consume([c], T0 + Math.round(i * interval))).allowed) refused++
+      }
+      expect(refused).toBe(0)
+    })
+
+    it('charges every window or none', async () => {
+      const store = await factory.make()
+      const roomy = charge(10)
+      const full = charge(1)
+      await store.consume([full], T0)
+      const d = await store.consume([roomy, full], T0 + 1)
+      expect(d.allowed).toBe(false)
+      expect(d.windows[0]!.retryAtMs).toBe(0)
+      expect(d.windows[1]!.retryAtMs).toBeGreaterThan(0)
+      // The roomy window was not charged by the refused call.
+      const after = await store.consume([roomy], T0 + 2)
+      expect(after.windows[0]!.used).toBe(1)
+    })
+
+    it('reports resetAt as when the oldest counted call leaves, and retryAt as when a call fits', async () => {
+      const store = await factory.make()
+      const c = charge(2)
+      const t1 = T0
+      const t2 = T0 + 10 * 1200
+      await store.consume([c], t1)
+      const second = await store.consume([c], t2)
+      const bucket = MIN / 50
+      const leave1 = (Math.floor(t1 / bucket) + 1) * bucket + MIN
+      expect(second.windows[0]!.resetAtMs).toBe(leave1)
+      const refused = await store.consume([c], t2 + 1)
+      expect(refused.allowed).toBe(false)
+      expect(refused.windows[0]!.retryAtMs).toBe(leave1)
+      expect((await store.consume([c], leave1 - 1)).allowed).toBe(false)
+      expect((await store.consume([c], leave1)).allowed).toBe(true)
+    })
+
+    it('counts keys separately', async () => {
+      const store = await factory.make()
+      const a = charge(1)
+      const b = charge(1)
+      expect((await store.consume([a], T0)).allowed).toBe(true)
+      expect((await store.consume([b], T0)).allowed).toBe(true)
+      expect((await store.consume([a], T0)).allowed).toBe(false)
+    })
+
+    it('admits exactly the limit from a concurrent burst', async () => {
+      const store = await factory.make()
+      const c = charge(50)
+      const results = await Promise.all(Array.from({ length: 200 }, () => store.consume([c], T0)))
+      expect(results.filter((r) => r.allowed).length).toBe(50)
+    })
+
+    it('works for second, hour and day windows too', async () => {
+      const store = await factory.make()
+      for (const w of [1_000, 3_600_000, 86_400_000]) {
+        const c = charge(2, w)
+        expect((await store.consume([c], T0)).allowed).toBe(true)
+        expect((await store.consume([c], T0)).allowed).toBe(true)
+        expect((await store.consume([c], T0 + w - 1)).allowed).toBe(false)
+        expect((await store.consume([c], T0 + w + w / 50)).allowed).toBe(true)
+      }
+    })
+
+    it('admits a request with no windows without a store call', async () => {
+      const store = await factory.make()
+      const d = await store.consume([], T0)
+      expect(d).toEqual({ allowed: true, windows: [] })
+    })
+  })
+}
