@@ -1,0 +1,116 @@
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runOnce, startGateway, testYaml, writeConfig } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/config/${name}`, import.meta.url))
+
+let up: StubUpstream
+beforeAll(async () => {
+  up = await startStubUpstream()
+})
+afterAll(async () => {
+  await up?.close()
+})
+
+describe('command line (SPEC §1)', () => {
+  it('a bad config exits 2 with one line per problem naming the field', async () => {
+    const r = await runOnce(['--config', fixture('bad-enum.yaml')])
+    expect(r.code).toBe(2)
+    expect(r.stderr.trim().split('\n')).toEqual([
+      'deployment: must be one of "cloud", "dedicated", "self-hosted", got "on-prem"',
+      'headers: must be one of "gateway", "all", "none", got "some"',
+    ])
+  })
+
+  it('a missing file exits 2 naming it', async () => {
+    const r = await runOnce(['--config', '/nonexistent/limits.yaml'])
+    expect(r.code).toBe(2)
+    expect(r.stderr).toContain('/nonexistent/limits.yaml: cannot be read (ENOENT)')
+  })
+
+  it('bad flags exit 2 naming the flag', async () => {
+    const r = await runOnce(['--config', writeConfig(''), '--port', 'http', '--redis', 'http://x'])
+    expect(r.code).toBe(2)
+    expect(r.stderr).toContain('--port: "http" is not a port')
+    expect(r.stderr).toContain('--redis: "http://x" is not a redis: or rediss: URL')
+    const unknown = await runOnce(['--frobnicate'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toContain('usage: basegate')
+  })
+
+  it('flags beat the file; BASEGATE_CONFIG names the file when --config is absent', async () => {
+    const file = writeConfig('listen: { host: 127.0.0.1, port: 1 }\nadmin: { port: 0 }\nupstream: { url: "http://127.0.0.1:9" }')
+    const { spawn } = await import('node:child_process')
+    const { MAIN } = await import('../helpers/gateway-process.js')
+    const proc = spawn(process.execPath, [MAIN, '--port', '0', '--upstream', up.url], {
+      env: { ...process.env, BASEGATE_CONFIG: file },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    try {
+      const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        let buf = ''
+        proc.stdout.on('data', (d) => {
+          buf += d
+          for (const l of buf.split('\n')) if (l.includes('"listening"')) resolve(JSON.parse(l))
+        })
+        proc.on('exit', (c) => reject(new Error(`exited ${c}`)))
+      })
+      expect(line.upstream).toBe(up.url)
+      const port = (line.proxy as { port: number }).port
+      expect(port).not.toBe(1)
+      expect((await send(port, { path: '/api2/ping/' })).body).toBe('"pong"')
+    } finally {
+      proc.kill('SIGTERM')
+    }
+  })
+
+  it('warns that an in-memory store counts per process', async () => {
+    const gw = await startGateway(testYaml(up.url))
+    try {
+      const w = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.includes('in this process only'))
+      expect(w.level).toBe('warn')
+    } finally {
+      await gw.stop()
+    }
+  })
+
+  it('SIGTERM lets an in-flight request finish, then exits 0', async () => {
+    up.handle((_req, res) => setTimeout(() => res.end('slow but whole'), 700))
+    const gw = await startGateway(testYaml(up.url))
+    try {
+      const inflight = send(gw.port, { path: '/api2/repos/' })
+      await new Promise((r) => setTimeout(r, 200))
+      const code = gw.stop('SIGTERM')
+      const a = await inflight
+      expect(a.status).toBe(200)
+      expect(a.body).toBe('slow but whole')
+      expect(await code).toBe(0)
+    } finally {
+      up.handle(null)
+    }
+  })
+
+  it('SIGHUP reloads the file; a bad file is refused and the running config stays', async () => {
+    const { writeFileSync } = await import('node:fs')
+    const gw = await startGateway(testYaml(up.url, 'rate_limits: { account: 2/min }\nheaders: all'))
+    try {
+      expect((await send(gw.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('2')
+      writeFileSync(gw.configFile, testYaml(up.url, 'rate_limits: { account: 500/mn }\nheaders: all'))
+      gw.proc.kill('SIGHUP')
+      const refused = await gw.waitForLog((l) => l.msg === 'configuration refused; the running one stays')
+      expect(refused.problems).toEqual(['rate_limits.account: "500/mn" is not a rate'])
+      expect((await send(gw.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('2')
+      writeFileSync(gw.configFile, testYaml(up.url, 'rate_limits: { account: 10/min }\nheaders: all'))
+      gw.proc.kill('SIGHUP')
+      await gw.waitForLog((l) => l.msg === 'configuration reloaded')
+      const a = await send(gw.port, { path: '/api2/repos/' })
+      expect(a.headers['x-ratelimit-limit']).toBe('10')
+      // Counters are kept: two calls were already counted on this key.
+      expect(a.headers['x-ratelimit-remaining']).toBe('7')
+    } finally {
+      await gw.stop()
+    }
+  })
+})

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Agent, request } from 'undici'
+import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { rowsPath } from '../helpers/http.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+describe('three instances sharing one redis-server', () => {
+  let redis: TestRedis
+  let up: StubUpstream
+  const gws: GatewayProcess[] = []
+
+  beforeAll(async () => {
+    redis = await startRedis()
+    up = await startStubUpstream()
+    const yaml = testYaml(up.url, `store: { url: "${redis.url}", prefix: "${redis.prefix}" }\nrate_limits: { base: 100/min }`)
+    for (let i = 0; i < 3; i++) gws.push(await startGateway(yaml))
+  })
+  afterAll(async () => {
+    await Promise.all(gws.map((g) => g.stop()))
+    await up?.close()
+    await redis?.stop()
+  })
+
+  it('admits no more than the limit from a concurrent burst at one key, across all instances', async () => {
+    const agent = new Agent({ connections: 20 })
+    const statuses = await Promise.all(
+      Array.from({ length: 450 }, async (_, i) => {
+        const g = gws[i % 3]!
+        const r = await request(`${g.url}${rowsPath('aaaaaaaa-0d3b-4c59-9a51-3e2d7c8b9a10')}`, { dispatcher: agent })
+        await r.body.dump()
+        return r.statusCode
+      })
+    )
+    await agent.close()
+    const admitted = statuses.filter((s) => s === 200).length
+    const refused = statuses.filter((s) => s === 429).length
+    expect(admitted).toBe(100)
+    expect(refused).toBe(350)
+    // Each instance admitted some: the count really was shared.
+    for (const g of gws) {
+      const lines = g.logs.filter((l) => l.status === 200 && l.class === 'base')
+      expect(lines.length).toBeGreaterThan(0)
+    }
+  })
+})
