@@ -1,32 +1,48 @@
 import type { Charge, Decision, LimiterStore, OnStoreError } from '../types.js'
 import { MemoryStore } from './memory-store.js'
+import { OverLimitCache } from './over-limit-cache.js'
 import { StoreError } from './store-error.js'
 
 export interface GuardedStoreOptions {
   onError: OnStoreError
   /** Told once when the store fails and once when it answers again (not per request). */
   onOutage?: (down: boolean, err?: unknown) => void
+  /** Answer known-full windows from memory (default true). */
+  overLimitCache?: boolean
 }
 
 /**
- * SPEC §1 store.on_error, as a decorator over the shared store: `open` answers from a local
- * in-memory limiter while the store fails (each instance then limits alone); `closed` lets
- * the StoreError through, and the gateway answers 503.
+ * Resilience around the shared store, as a decorator:
+ * - the local over-limit cache answers floods on a full window without a store round trip;
+ * - SPEC §1 store.on_error: `open` answers from a local in-memory limiter while the store
+ *   fails (each instance then limits alone); `closed` lets the StoreError through, and the
+ *   gateway answers 503.
  */
 export class GuardedStore implements LimiterStore {
   private readonly fallback = new MemoryStore()
+  private readonly overLimit: OverLimitCache | null
   private down = false
+  /** Decisions answered from the over-limit cache (for metrics and tests). */
+  cachedRefusals = 0
 
-  constructor(private readonly inner: LimiterStore, private readonly opts: GuardedStoreOptions) {}
+  constructor(private readonly inner: LimiterStore, private readonly opts: GuardedStoreOptions) {
+    this.overLimit = opts.overLimitCache === false ? null : new OverLimitCache()
+  }
 
   get isDown(): boolean {
     return this.down
   }
 
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    const cached = this.overLimit?.check(charges, nowMs) ?? null
+    if (cached !== null) {
+      this.cachedRefusals++
+      return cached
+    }
     try {
       const d = await this.inner.consume(charges, nowMs)
       if (this.down) this.markDown(false)
+      this.overLimit?.learn(charges, d, nowMs)
       return d
     } catch (err) {
       if (!(err instanceof StoreError)) throw err

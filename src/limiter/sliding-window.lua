@@ -36,29 +36,27 @@ for i = 1, n do
 
   -- Read the live buckets; drop the ones that left the window.
   local flat = redis.call('HGETALL', key)
-  local live = {}
   local stale = {}
   local sum = 0
+  local first = nil
   for j = 1, #flat, 2 do
     local b = tonumber(flat[j])
     if b < oldest then
       stale[#stale + 1] = flat[j]
     else
-      local c = tonumber(flat[j + 1])
-      sum = sum + c
-      live[#live + 1] = { b, c }
+      sum = sum + tonumber(flat[j + 1])
+      if first == nil or b < first then first = b end
     end
   end
   if #stale > 0 then
     redis.call('HDEL', key, unpack(stale))
   end
-  table.sort(live, function(a, b) return a[1] < b[1] end)
 
   current[i] = cur
   expireMs[i] = windowMs + 2 * bucketMs
   used[i] = sum
-  if #live > 0 then
-    resetAt[i] = (live[1][1] + 1) * bucketMs + windowMs
+  if first ~= nil then
+    resetAt[i] = (first + 1) * bucketMs + windowMs
   else
     resetAt[i] = 0
   end
@@ -66,7 +64,14 @@ for i = 1, n do
 
   if sum + cost > limit then
     allowed = 0
-    -- When enough of the oldest buckets have left for this call to fit.
+    -- When enough of the oldest buckets have left for this call to fit. Only a refusal
+    -- needs the buckets in order, so only a refusal pays for the sort.
+    local live = {}
+    for j = 1, #flat, 2 do
+      local b = tonumber(flat[j])
+      if b >= oldest then live[#live + 1] = { b, tonumber(flat[j + 1]) } end
+    end
+    table.sort(live, function(x, y) return x[1] < y[1] end)
     local freed = 0
     local at = now + windowMs
     for j = 1, #live do

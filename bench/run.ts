@@ -1,0 +1,287 @@
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
+
+// npm run bench: every row measured in one run, interleaved round by round, so the ratios
+// compare like with like on a shared, noisy machine. Loopback only; every run is bounded.
+//
+//   BENCH_SECONDS   seconds per measurement (default 5)
+//   BENCH_ROUNDS    rounds per scenario; the median is reported (default 3)
+//   BENCH_CONNS     concurrent connections (default 50)
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const DIST = join(ROOT, 'dist')
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const CONNS = Number(process.env.BENCH_CONNS ?? 50)
+const WORK = mkdtempSync(join(tmpdir(), 'basegate-bench-'))
+const children: ChildProcess[] = []
+
+interface Sample {
+  /** CPU time the target's process spent per request (user + system), in microseconds. */
+  cpuUsPerReq: number
+  rps: number
+  p50: number
+  p99: number
+  requests: number
+  non2xx: number
+  evalPerReq: number
+  cmdsPerReq: number
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer()
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port
+      s.close(() => resolve(p))
+    })
+  })
+}
+
+function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
+  const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  children.push(child)
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    const onData = (d: Buffer) => {
+      buf += d.toString()
+      if (buf.includes('listening')) {
+        child.stdout!.off('data', onData)
+        child.stdout!.resume() // discard the rest (the gateway's request log lines)
+        resolve(child)
+      }
+    }
+    child.stdout!.on('data', onData)
+    child.on('exit', (code) => reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`)))
+    setTimeout(() => reject(new Error(`${cmd} did not start`)), 15_000).unref()
+  })
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  await new Promise<void>((resolve) => {
+    child.once('exit', () => resolve())
+    child.kill('SIGTERM')
+    setTimeout(() => child.kill('SIGKILL'), 12_000).unref()
+  })
+}
+
+function ensureWrk(): boolean {
+  if (spawnSync('wrk', ['-v']).error === undefined) return true
+  process.stderr.write('wrk not found: installing Debian package wrk\n')
+  const r = spawnSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk'], { stdio: 'inherit' })
+  return r.status === 0 && spawnSync('wrk', ['-v']).error === undefined
+}
+
+function toMs(text: string): number {
+  const m = /([\d.]+)(us|ms|s)/.exec(text)!
+  const v = Number(m[1])
+  return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v
+}
+
+async function commandStats(redis: Redis): Promise<{ evals: number; all: number }> {
+  const info = await redis.info('commandstats')
+  let evals = 0
+  let all = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) {
+    const name = m[1]!
+    if (name === 'info') continue
+    all += Number(m[2])
+    if (name === 'evalsha' || name === 'eval') evals += Number(m[2])
+  }
+  return { evals, all }
+}
+
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100)
+
+/** user + system CPU seconds of a process, from /proc (Linux). */
+function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK
+  } catch {
+    return NaN
+  }
+}
+
+async function measure(url: string, script: string, redis: Redis, useWrk: boolean, seconds = SECONDS, pid?: number): Promise<Sample> {
+  const before = await commandStats(redis)
+  const cpuBefore = cpuSeconds(pid)
+  let rps: number, p50: number, p99: number, requests: number, non2xx: number
+  if (useWrk) {
+    const out = execFileSync('wrk', ['-t1', `-c${CONNS}`, `-d${seconds}s`, '--latency', '-s', script, url], {
+      encoding: 'utf8',
+      timeout: (seconds + 30) * 1000,
+    })
+    rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1])
+    p50 = toMs(/ 50%\s+(\S+)/.exec(out)![1]!)
+    p99 = toMs(/ 99%\s+(\S+)/.exec(out)![1]!)
+    requests = Number(/(\d+) requests in/.exec(out)![1])
+    non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0)
+  } else {
+    const autocannon = (await import('autocannon')).default
+    const r = await autocannon({ url, connections: CONNS, duration: seconds, requests: [{ path: script }] })
+    rps = r.requests.average
+    p50 = r.latency.p50
+    p99 = r.latency.p99
+    requests = r.requests.total
+    non2xx = r.non2xx
+  }
+  const after = await commandStats(redis)
+  return {
+    cpuUsPerReq: ((cpuSeconds(pid) - cpuBefore) * 1e6) / requests,
+    rps,
+    p50,
+    p99,
+    requests,
+    non2xx,
+    evalPerReq: (after.evals - before.evals) / requests,
+    cmdsPerReq: (after.all - before.all) / requests,
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)]!
+}
+
+function wrkScript(name: string, lua: string): string {
+  const f = join(WORK, `${name}.lua`)
+  writeFileSync(f, lua)
+  return f
+}
+
+const ROTATING_LUA = `
+local uuids = {}
+for i = 1, 1000 do uuids[i] = string.format("%08x-0d3b-4c59-9a51-3e2d7c8b9a10", i) end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/api-gateway/api/v2/dtables/" .. uuids[(n % 1000) + 1] .. "/rows/?table_name=Table1")
+end
+`
+const FLOOD_PATH = '/api-gateway/api/v2/dtables/ffffffff-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1'
+const FLOOD_LUA = `request = function() return wrk.format("GET", "${FLOOD_PATH}") end`
+
+interface Target {
+  name: string
+  url: string
+  pid?: number
+}
+
+async function main(): Promise<void> {
+  const useWrk = ensureWrk()
+  const redisPort = await freePort()
+  const redisChild = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  children.push(redisChild)
+  const redisUrl = `redis://127.0.0.1:${redisPort}`
+  const redis = new Redis(redisUrl, { retryStrategy: (n) => (n > 50 ? null : 100) })
+  await redis.ping()
+
+  const upPort = await freePort()
+  const upChild = await start(process.execPath, [join(DIST, 'bench/upstream.js'), String(upPort)])
+  const upstream = `http://127.0.0.1:${upPort}`
+
+  const scenarios = [
+    { name: 'rotating', title: '1,000 rotating base UUIDs, limits that refuse nothing', baseLimit: '10000000/min', max: 10_000_000, lua: ROTATING_LUA, withHono: true },
+    { name: 'flood', title: 'a flood on one base UUID that is over its limit (every answer 429)', baseLimit: '10/min', max: 10, lua: FLOOD_LUA, withHono: false },
+  ]
+  const results: Record<string, Record<string, Sample & { rounds: number }>> = {}
+
+  for (const sc of scenarios) {
+    const gwPort = await freePort()
+    const honoPort = await freePort()
+    const peerPort = await freePort()
+    const peer2Port = await freePort()
+    const conf = join(WORK, `${sc.name}.yaml`)
+    writeFileSync(
+      conf,
+      `listen: { host: 127.0.0.1, port: ${gwPort} }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${upstream}" }\n` +
+        `store: { url: "${redisUrl}", prefix: "bench-${sc.name}:" }\nrate_limits: { base: ${sc.baseLimit} }\n`
+    )
+    const procs = [
+      await start(process.execPath, [join(DIST, 'src/main.js'), '--config', conf]),
+      await start(process.execPath, [join(DIST, 'bench/peer.js'), String(peerPort), upstream, redisUrl, String(sc.max), 'defaults']),
+      await start(process.execPath, [join(DIST, 'bench/peer.js'), String(peer2Port), upstream, redisUrl, String(sc.max), 'pipelined']),
+    ]
+    if (sc.withHono) procs.push(await start(process.execPath, [join(DIST, 'bench/hono-listener.js'), conf, String(honoPort)]))
+    const targets: Target[] = [
+      { name: 'direct', url: upstream, pid: upChild.pid },
+      { name: 'basegate', url: `http://127.0.0.1:${gwPort}`, pid: procs[0]!.pid },
+      { name: 'peer', url: `http://127.0.0.1:${peerPort}`, pid: procs[1]!.pid },
+      { name: 'peer-pipelined', url: `http://127.0.0.1:${peer2Port}`, pid: procs[2]!.pid },
+    ]
+    if (sc.withHono) targets.push({ name: 'basegate-hono', url: `http://127.0.0.1:${honoPort}`, pid: procs[3]!.pid })
+    const script = useWrk ? wrkScript(sc.name, sc.lua) : sc.name === 'flood' ? FLOOD_PATH : '/api-gateway/api/v2/dtables/00000001-0d3b-4c59-9a51-3e2d7c8b9a10/rows/'
+
+    // Warm up every target (JIT, pools); for the flood this also pushes the key over.
+    for (const t of targets) await measure(t.url, script, redis, useWrk, 1)
+
+    const samples: Record<string, Sample[]> = {}
+    for (let round = 0; round < ROUNDS; round++) {
+      // Rotate the order each round so no target always runs first or last.
+      const order = targets.map((_, i) => targets[(i + round) % targets.length]!)
+      for (const t of order) {
+        const s = await measure(t.url, script, redis, useWrk, SECONDS, t.pid)
+        ;(samples[t.name] ??= []).push(s)
+        process.stderr.write(`${sc.name} round ${round + 1} ${t.name}: ${s.rps.toFixed(0)} req/s cpu ${s.cpuUsPerReq.toFixed(1)} us/req p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms non-2xx ${s.non2xx}\n`)
+      }
+    }
+    results[sc.name] = {}
+    for (const [name, ss] of Object.entries(samples)) {
+      results[sc.name]![name] = {
+        cpuUsPerReq: median(ss.map((s) => s.cpuUsPerReq)),
+        rps: median(ss.map((s) => s.rps)),
+        p50: median(ss.map((s) => s.p50)),
+        p99: median(ss.map((s) => s.p99)),
+        requests: ss.reduce((a, s) => a + s.requests, 0),
+        non2xx: ss.reduce((a, s) => a + s.non2xx, 0),
+        evalPerReq: median(ss.map((s) => s.evalPerReq)),
+        cmdsPerReq: median(ss.map((s) => s.cmdsPerReq)),
+        rounds: ss.length,
+      }
+    }
+    for (const p of procs) await stop(p)
+  }
+
+  const lines: string[] = []
+  lines.push(`# basegate benchmark`, '')
+  lines.push(`Run ${new Date().toISOString()} on ${process.platform} ${process.arch}, Node ${process.version}, ` +
+    `${useWrk ? 'wrk -t1' : 'autocannon'} with ${CONNS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s per row; medians.`)
+  lines.push('Every process (load generator, upstream, gateways, Redis) shares this machine; compare ratios, not absolutes.', '')
+  for (const sc of scenarios) {
+    const r = results[sc.name]!
+    lines.push(`## ${sc.name}: ${sc.title}`, '')
+    lines.push('| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) |')
+    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    for (const [name, s] of Object.entries(r)) {
+      lines.push(
+        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${(s.rps / r.direct!.rps).toFixed(2)} | ${(s.rps / r.peer!.rps).toFixed(2)} | ${(s.rps / r['peer-pipelined']!.rps).toFixed(2)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} |`
+      )
+    }
+    lines.push('')
+  }
+  lines.push('Rows: `direct` is the upstream without a gateway; `basegate` is `basegate` with the Redis store; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server.')
+  const md = lines.join('\n') + '\n'
+  mkdirSync(join(ROOT, 'bench'), { recursive: true })
+  writeFileSync(join(ROOT, 'bench/results.md'), md)
+  writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify({ when: new Date().toISOString(), seconds: SECONDS, rounds: ROUNDS, connections: CONNS, results }, null, 2) + '\n')
+  process.stdout.write(md)
+  redis.disconnect()
+}
+
+main()
+  .catch((err) => {
+    process.stderr.write(`bench failed: ${(err as Error).stack}\n`)
+    process.exitCode = 1
+  })
+  .finally(async () => {
+    for (const c of children.reverse()) await stop(c)
+  })

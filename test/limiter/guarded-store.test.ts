@@ -1,0 +1,131 @@
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { GuardedStore } from '../../src/limiter/guarded-store.js'
+import { MemoryStore } from '../../src/limiter/memory-store.js'
+import { RedisStore } from '../../src/limiter/redis-store.js'
+import { StoreError } from '../../src/limiter/store-error.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { charge } from './store-contract.js'
+
+let redis: TestRedis
+const clients: Redis[] = []
+const client = () => {
+  const c = new Redis(redis.url, { commandTimeout: 1000 })
+  clients.push(c)
+  return c
+}
+beforeAll(async () => {
+  redis = await startRedis()
+})
+afterAll(async () => {
+  for (const c of clients) c.disconnect()
+  await redis.stop()
+})
+
+async function evalCalls(c: Redis): Promise<number> {
+  const info = await c.info('commandstats')
+  return [...info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0)
+}
+
+describe('over-limit cache', () => {
+  it('answers a flood on a full window from memory until its retryAt, then asks the store again', async () => {
+    const prefix = `${redis.prefix}shield:`
+    const store = new GuardedStore(new RedisStore(client(), { prefix }), { onError: 'open' })
+    const c = charge(3)
+    const t0 = Date.now()
+    for (let i = 0; i < 3; i++) expect((await store.consume([c], t0)).allowed).toBe(true)
+    const first = await store.consume([c], t0 + 1) // the store refuses and the cache learns
+    expect(first.allowed).toBe(false)
+    const admin = client()
+    const before = await evalCalls(admin)
+    for (let i = 0; i < 500; i++) {
+      const d = await store.consume([c], t0 + 2 + i)
+      expect(d.allowed).toBe(false)
+      expect(d.windows[0]!.retryAtMs).toBe(first.windows[0]!.retryAtMs)
+    }
+    if (!process.env.REDIS_URL) expect(await evalCalls(admin)).toBe(before)
+    expect(store.cachedRefusals).toBe(500)
+    // At retryAt the store is asked again, and admits.
+    expect((await store.consume([c], first.windows[0]!.retryAtMs)).allowed).toBe(true)
+  })
+
+  it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
+    const prefix = `${redis.prefix}mirror:`
+    const a = new GuardedStore(new RedisStore(client(), { prefix }), { onError: 'open' })
+    const b = new RedisStore(client(), { prefix })
+    const mirror = new MemoryStore()
+    const c = charge(5, 10_000)
+    let seed = 7
+    const rand = () => ((seed = (seed * 48271) % 2147483647) / 2147483647)
+    let t = Date.now()
+    for (let i = 0; i < 1500; i++) {
+      t += Math.floor(rand() * 60)
+      const useB = rand() < 0.3
+      const got = useB ? await b.consume([c], t) : await a.consume([c], t)
+      const want = await mirror.consume([c], t)
+      expect(got.allowed).toBe(want.allowed)
+    }
+    expect(a.cachedRefusals).toBeGreaterThan(0)
+  })
+
+  it('ignores an entry once the limit changed (a reload)', async () => {
+    const store = new GuardedStore(new MemoryStore(), { onError: 'open' })
+    const c = charge(1)
+    const t0 = Date.now()
+    await store.consume([c], t0)
+    expect((await store.consume([c], t0)).allowed).toBe(false)
+    expect((await store.consume([{ ...c, limit: 5 }], t0)).allowed).toBe(true)
+  })
+})
+
+describe('store.on_error', () => {
+  const deadClient = () => {
+    const d = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 50 })
+    d.on('error', () => {})
+    clients.push(d)
+    return d
+  }
+
+  it('open: limits alone in memory while the store fails, and says so once', async () => {
+    const outages: boolean[] = []
+    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), { onError: 'open', onOutage: (down) => outages.push(down) })
+    const c = charge(2)
+    const t0 = Date.now()
+    const results = []
+    for (let i = 0; i < 5; i++) results.push((await store.consume([c], t0)).allowed)
+    expect(results).toEqual([true, true, false, false, false])
+    expect(outages).toEqual([true])
+  })
+
+  it('closed: the StoreError reaches the gateway (which answers 503)', async () => {
+    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), { onError: 'closed' })
+    await expect(store.consume([charge(2)], Date.now())).rejects.toBeInstanceOf(StoreError)
+  })
+
+  it('open: shared counting resumes when the store answers again', async () => {
+    const own = await startRedis({ own: true })
+    try {
+      const c1 = new Redis(own.url, { commandTimeout: 100, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+      c1.on('error', () => {})
+      clients.push(c1)
+      const outages: boolean[] = []
+      const store = new GuardedStore(new RedisStore(c1, { prefix: 'r:' }), { onError: 'open', onOutage: (d) => outages.push(d) })
+      const c = charge(100)
+      expect((await store.consume([c], Date.now())).allowed).toBe(true)
+      await own.kill()
+      expect((await store.consume([c], Date.now())).allowed).toBe(true) // from memory
+      await own.restart()
+      const deadline = Date.now() + 5000
+      while (outages.length < 2 && Date.now() < deadline) {
+        await store.consume([c], Date.now())
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      expect(outages).toEqual([true, false])
+      const check = new Redis(own.url)
+      clients.push(check)
+      expect(await check.exists(`r:${c.key}`)).toBe(1)
+    } finally {
+      await own.stop()
+    }
+  })
+})
