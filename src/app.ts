@@ -1,10 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { Duplex } from 'node:stream'
+import type { Duplex, Readable } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
 import { normalizePath, splitTarget } from './http/normalize-path.js'
 import type { Forwarder } from './http/proxy.js'
 import { admit, type Admission } from './http/rate-limit.js'
 import { sendJsonError, sendTooMany } from './http/respond.js'
+import { checkSize } from './http/size-gate.js'
+import { sizeCheckFor } from './http/size-limits.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import { StoreError } from './limiter/store-error.js'
 import type { Logger } from './observe/log.js'
@@ -42,7 +44,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
     status: number,
     started: number,
     upstreamMs: number | null,
-    extra?: Record<string, unknown>
+    extra?: Record<string, unknown>,
+    warn = adm.overLimit
   ): void {
     const w = adm.window
     const line = {
@@ -58,8 +61,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
       upstream_ms: upstreamMs === null ? undefined : Math.round(upstreamMs * 100) / 100,
       ...extra,
     }
-    if (adm.overLimit) logger.warn(line, extra?.dry_run ? 'over limit (dry-run: forwarded)' : 'refused: over limit')
-    else logger.info(line, 'request')
+    if (!warn) logger.info(line, 'request')
+    else if (extra?.dry_run) logger.warn(line, 'over a limit (dry-run: forwarded)')
+    else logger.warn(line, status === 429 ? 'refused: over limit' : 'refused')
   }
 
   /** Rate check shared by plain requests and upgrades; answers 400/503 itself. */
@@ -91,20 +95,50 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const checked = await check(req, (status, message, headers) => sendJsonError(res, status, message, headers ?? null))
     if (checked === null) return
     const { adm, path, query, snap } = checked
-    let dryRun = false
+    const dryRunMode = snap.config.mode === 'dry-run'
+    const extra: Record<string, unknown> = {}
     if (adm.overLimit) {
-      if (snap.config.mode === 'enforce') {
+      if (!dryRunMode) {
         sendTooMany(res, adm.headers!)
         logLine(method, path, adm, 429, started, null)
         return
       }
       // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
-      dryRun = true
+      extra.dry_run = true
       delete adm.headers!['retry-after']
     }
-    forwarder.forward(req, res, path + query, adm.headers, (r) => {
-      logLine(method, path, adm, r.status, started, r.upstreamMs, dryRun ? { dry_run: true, upstream_error: r.error } : r.error ? { upstream_error: r.error } : undefined)
-    })
+
+    // SPEC §4 size limits, after the rate check: a size-refused call has used its slot.
+    let body: Buffer | Readable | undefined
+    const sizeCheck = sizeCheckFor(method, path)
+    if (sizeCheck !== null) {
+      const size = await checkSize(sizeCheck, req, query, snap.config.sizeLimits, dryRunMode)
+      if (size.aborted) return
+      if (size.note) logger.debug({ method, path, note: size.note }, 'size check: not counted')
+      if (size.refusal) {
+        const r = size.refusal
+        const detail = { refused: 'size', size_limit: r.limitName, count: r.count, error_msg: r.message }
+        if (!dryRunMode) {
+          // A body left unread past max_body_bytes is not read: the connection closes.
+          if (r.status === 413) res.setHeader('connection', 'close')
+          sendJsonError(res, r.status, r.message, adm.headers)
+          logLine(method, path, adm, r.status, started, null, detail, true)
+          return
+        }
+        Object.assign(extra, detail, { dry_run: true })
+      }
+      body = size.body
+    }
+
+    const warn = extra.dry_run === true
+    forwarder.forward(
+      req,
+      res,
+      path + query,
+      adm.headers,
+      (r) => logLine(method, path, adm, r.status, started, r.upstreamMs, r.error ? { ...extra, upstream_error: r.error } : extra, warn),
+      body
+    )
   }
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {

@@ -1,4 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
 import { connectionTokens, HOP_BY_HOP } from './hop-by-hop.js'
 import { sendJsonError } from './respond.js'
@@ -21,7 +22,9 @@ export interface Forwarder {
     res: ServerResponse,
     pathAndQuery: string,
     extraHeaders: OutgoingHttpHeaders | null,
-    done: (r: ForwardResult) => void
+    done: (r: ForwardResult) => void,
+    /** A body already read (size checks); else the request streams through. */
+    body?: Buffer | Readable
   ): void
   close(): Promise<void>
 }
@@ -111,7 +114,8 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     res: ServerResponse,
     pathAndQuery: string,
     extraHeaders: OutgoingHttpHeaders | null,
-    done: (r: ForwardResult) => void
+    done: (r: ForwardResult) => void,
+    body?: Buffer | Readable
   ): void {
     const started = performance.now()
     let upstreamMs: number | null = null
@@ -120,7 +124,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         path: basePath + pathAndQuery,
         method: req.method as 'GET',
         headers: upstreamRequestHeaders(req),
-        body: hasBody(req) ? req : null,
+        body: body ?? (hasBody(req) ? req : null),
       },
       ({ statusCode, headers }) => {
         upstreamMs = performance.now() - started

@@ -12,9 +12,15 @@ export function send(
   port: number,
   opts: { method?: string; path: string; headers?: OutgoingHttpHeaders; body?: string | Buffer }
 ): Promise<Answer> {
+  // Node's client sends a DELETE body with neither Content-Length nor chunked framing; real
+  // clients declare the length, so this helper does too.
+  const headers = { ...opts.headers }
+  if (opts.body !== undefined && headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) {
+    headers['content-length'] = Buffer.byteLength(opts.body)
+  }
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, method: opts.method ?? 'GET', path: opts.path, headers: opts.headers, agent: false },
+      { host: '127.0.0.1', port, method: opts.method ?? 'GET', path: opts.path, headers, agent: false },
       (res) => {
         const chunks: Buffer[] = []
         res.on('data', (c: Buffer) => chunks.push(c))
