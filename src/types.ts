@@ -94,21 +94,29 @@ export interface ConfigProblem {
 // ---- limiter ----
 
 /** Which kind of window a charge belongs to, for headers and the usage API. */
-export type ChargeKind = 'class' | 'rule' | 'ip_ceiling'
+export type ChargeKind = 'class' | 'rule' | 'ip_ceiling' | 'monthly'
 
 /** One window to check and charge for a request. */
 export interface Charge {
   /** Store key without the configured prefix. */
   key: string
   limit: number
+  /** Sliding window length; 0 for a calendar window (the monthly quota). */
   windowMs: number
   kind: ChargeKind
   cls: RequestClass
   rule?: string
+  /** Calendar windows: the end of the period (ms). */
+  endMs?: number
+  /** Calendar windows: a store key whose `quota` field, when set, overrides `limit`. */
+  limitKey?: string
+  /** Monthly windows: the team charged. */
+  team?: string
 }
 
 /** A window's state after a consume (or a peek). */
 export interface WindowState {
+  /** The limit applied (for a monthly window, the store's override when there is one). */
   limit: number
   windowMs: number
   /** Calls counted in the window, including this one when it was admitted. */
@@ -143,6 +151,8 @@ export interface Classification {
 export interface LimiterStore {
   /** Checks every window and charges all of them, or none when one refuses. */
   consume(charges: readonly Charge[], nowMs: number): Promise<Decision>
+  /** The windows' state now, changing nothing (`allowed`: whether a call would be admitted). */
+  peek(charges: readonly Charge[], nowMs: number): Promise<Decision>
   /** Whether the store answers now. */
   ready(): Promise<boolean>
   close(): Promise<void>

@@ -6,13 +6,14 @@ export function toWindowState(
   used: number,
   resetAtMs: number,
   retryAtMs: number,
-  nowMs: number
+  nowMs: number,
+  limit = charge.limit
 ): WindowState {
   return {
-    limit: charge.limit,
+    limit,
     windowMs: charge.windowMs,
     used,
-    remaining: Math.max(0, charge.limit - used),
+    remaining: Math.max(0, limit - used),
     resetAtMs: resetAtMs === 0 ? nowMs : resetAtMs,
     retryAtMs,
   }

@@ -52,6 +52,16 @@ export class GuardedStore implements LimiterStore {
     }
   }
 
+  /** Usage reads go to the shared store; while it is down, to the local fallback. */
+  async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    try {
+      return await this.inner.peek(charges, nowMs)
+    } catch (err) {
+      if (!(err instanceof StoreError) || this.opts.onError === 'closed') throw err
+      return this.fallback.peek(charges, nowMs)
+    }
+  }
+
   private markDown(down: boolean, err?: unknown): void {
     this.down = down
     this.opts.onOutage?.(down, err)

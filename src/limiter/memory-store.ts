@@ -6,7 +6,7 @@ import { ADMIT_NOTHING_TO_CHECK, toWindowState } from './decision.js'
 // suite (test/limiter/store-contract.ts) holds both to one behaviour.
 
 interface Entry {
-  /** bucket index → calls; at most 51 live buckets per key. */
+  /** bucket index → calls; at most 51 live buckets per key. A calendar window uses bucket 0. */
   buckets: Map<number, number>
   expiresAtMs: number
 }
@@ -31,7 +31,11 @@ export class MemoryStore implements LimiterStore {
     return this.consumeSync(charges, nowMs)
   }
 
-  consumeSync(charges: readonly Charge[], nowMs: number): Decision {
+  async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    return this.consumeSync(charges, nowMs, true)
+  }
+
+  consumeSync(charges: readonly Charge[], nowMs: number, peek = false): Decision {
     const n = charges.length
     if (n === 0) return ADMIT_NOTHING_TO_CHECK
     this.sweep(nowMs)
@@ -41,10 +45,15 @@ export class MemoryStore implements LimiterStore {
       scans[i] = this.scan(charges[i]!, nowMs)
       if (scans[i]!.retryAtMs !== 0) allowed = false
     }
-    if (allowed) {
+    if (allowed && !peek) {
       for (let i = 0; i < n; i++) {
         const c = charges[i]!
         const s = scans[i]!
+        if (c.windowMs === 0) {
+          this.chargeCalendar(c)
+          s.used += 1
+          continue
+        }
         const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
         let e = this.entries.get(c.key)
         if (!e) {
@@ -65,7 +74,24 @@ export class MemoryStore implements LimiterStore {
     return { allowed, windows }
   }
 
+  private chargeCalendar(c: Charge): void {
+    let e = this.entries.get(c.key)
+    if (!e) {
+      e = { buckets: new Map(), expiresAtMs: c.endMs! + 86_400_000 }
+      this.entries.set(c.key, e)
+    }
+    e.buckets.set(0, (e.buckets.get(0) ?? 0) + 1)
+  }
+
+  /** A calendar window: one counter for the period, reset at its end (the key's name changes). */
+  private scanCalendar(c: Charge): Scan {
+    const used = this.entries.get(c.key)?.buckets.get(0) ?? 0
+    const endMs = c.endMs!
+    return { used, resetAtMs: endMs, retryAtMs: used + 1 > c.limit ? endMs : 0, current: 0 }
+  }
+
   private scan(c: Charge, nowMs: number): Scan {
+    if (c.windowMs === 0) return this.scanCalendar(c)
     const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
     const current = Math.floor(nowMs / bucketMs)
     const oldest = Math.floor((nowMs - c.windowMs) / bucketMs)

@@ -44,7 +44,9 @@ export class OverLimitCache {
     if (decision.allowed) return
     for (let i = 0; i < charges.length; i++) {
       const w = decision.windows[i]!
-      if (w.retryAtMs <= nowMs) continue
+      // A monthly quota can be raised at any moment through the admin API of any instance;
+      // only the store knows, so a full quota is never answered from memory.
+      if (w.retryAtMs <= nowMs || charges[i]!.kind === 'monthly') continue
       if (this.entries.size >= this.maxEntries) this.evictExpired(nowMs)
       if (this.entries.size >= this.maxEntries) return
       this.entries.set(charges[i]!.key, { limit: w.limit, retryAtMs: w.retryAtMs })

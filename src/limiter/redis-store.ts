@@ -27,26 +27,42 @@ export class RedisStore implements LimiterStore {
     this.client = client as ScriptClient
   }
 
-  async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+  consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    return this.run(charges, nowMs, false)
+  }
+
+  peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    return this.run(charges, nowMs, true)
+  }
+
+  private async run(charges: readonly Charge[], nowMs: number, peek: boolean): Promise<Decision> {
     const n = charges.length
     if (n === 0) return ADMIT_NOTHING_TO_CHECK
-    const args: (string | number)[] = new Array(n + 2 + 2 * n)
-    for (let i = 0; i < n; i++) args[i] = this.opts.prefix + charges[i]!.key
-    args[n] = nowMs
-    args[n + 1] = 1
+    const prefix = this.opts.prefix
+    const keys: string[] = new Array(n)
+    const argv: (string | number)[] = [nowMs, 1, peek ? 1 : 0]
     for (let i = 0; i < n; i++) {
-      args[n + 2 + 2 * i] = charges[i]!.limit
-      args[n + 3 + 2 * i] = charges[i]!.windowMs
+      const c = charges[i]!
+      keys[i] = prefix + c.key
+      let limitIndex = 0
+      if (c.limitKey !== undefined) {
+        const full = prefix + c.limitKey
+        let at = keys.indexOf(full, n)
+        if (at === -1) at = keys.push(full) - 1
+        limitIndex = at + 1 // Lua's KEYS is 1-based
+      }
+      argv.push(c.limit, c.windowMs, c.endMs ?? 0, limitIndex)
     }
     let raw: number[]
     try {
-      raw = await this.client.basegateConsume(n, ...args)
+      raw = await this.client.basegateConsume(keys.length, ...keys, ...argv)
     } catch (err) {
       throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
     }
     const windows = new Array(n)
     for (let i = 0; i < n; i++) {
-      windows[i] = toWindowState(charges[i]!, raw[1 + 3 * i]!, raw[2 + 3 * i]!, raw[3 + 3 * i]!, nowMs)
+      const o = 1 + 4 * i
+      windows[i] = toWindowState(charges[i]!, raw[o]!, raw[o + 1]!, raw[o + 2]!, nowMs, raw[o + 3]!)
     }
     return { allowed: raw[0] === 1, windows }
   }
