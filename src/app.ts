@@ -10,6 +10,8 @@ import { sizeCheckFor } from './http/size-limits.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import { StoreError } from './limiter/store-error.js'
 import type { Logger } from './observe/log.js'
+import type { Metrics, Outcome } from './observe/metrics.js'
+import type { UsageSummary } from './observe/summary.js'
 import type { LimiterStore } from './types.js'
 
 export interface GatewayDeps {
@@ -20,6 +22,8 @@ export interface GatewayDeps {
   logger: Logger
   /** The upstream's URL, for WebSocket upgrades (which bypass the pool). */
   upstreamUrl: string
+  metrics?: Metrics
+  summary?: UsageSummary
   now?: () => number
 }
 
@@ -34,8 +38,16 @@ const STORE_DOWN = 'the rate-limit store is unavailable; try again shortly'
 
 /** The request's way through: normalise → classify → count → refuse or forward → log. */
 export function createGateway(deps: GatewayDeps): Gateway {
-  const { store, forwarder, logger } = deps
+  const { store, forwarder, logger, metrics, summary } = deps
   const now = deps.now ?? Date.now
+
+  function outcomeOf(adm: Admission, status: number, extra?: Record<string, unknown>): Outcome {
+    if (extra?.dry_run) return 'dry_run'
+    if (extra?.refused === 'size') return 'size_refused'
+    if (status === 429 && adm.overLimit) return adm.monthly?.refused ? 'monthly_limited' : 'rate_limited'
+    if (extra?.upstream_error) return 'upstream_error'
+    return 'forwarded'
+  }
 
   function logLine(
     method: string,
@@ -48,14 +60,19 @@ export function createGateway(deps: GatewayDeps): Gateway {
     warn = adm.overLimit
   ): void {
     const w = adm.window
+    const m = adm.monthly
+    const cls = adm.classification.cls
     const line = {
       method,
       path,
-      class: adm.classification.cls,
+      class: cls,
       key: adm.classification.key,
       limit: w?.limit,
       remaining: w?.remaining,
       reset: w?.resetSec,
+      team: m?.team,
+      used: m?.used,
+      quota: m?.quota,
       status,
       duration_ms: Math.round((performance.now() - started) * 100) / 100,
       upstream_ms: upstreamMs === null ? undefined : Math.round(upstreamMs * 100) / 100,
@@ -63,7 +80,24 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
     if (!warn) logger.info(line, 'request')
     else if (extra?.dry_run) logger.warn(line, 'over a limit (dry-run: forwarded)')
-    else logger.warn(line, status === 429 ? 'refused: over limit' : 'refused')
+    else if (status === 429) logger.warn(line, m?.refused ? 'refused: monthly quota used up' : 'refused: over limit')
+    else logger.warn(line, 'refused')
+
+    summary?.record(adm.classification.key)
+    if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
+    if (metrics) {
+      const outcome = outcomeOf(adm, status, extra)
+      metrics.requests.inc({ class: cls, outcome })
+      if (outcome === 'rate_limited') metrics.refusals.inc({ reason: 'rate' })
+      else if (outcome === 'monthly_limited') metrics.refusals.inc({ reason: 'monthly' })
+      else if (outcome === 'size_refused') metrics.refusals.inc({ reason: 'size' })
+      else if (outcome === 'dry_run') metrics.refusals.inc({ reason: 'dry_run' })
+      if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
+      if (m !== null) {
+        metrics.monthlyUsed.set({ team: m.team }, m.used)
+        metrics.monthlyQuota.set({ team: m.team }, m.quota)
+      }
+    }
   }
 
   /** Rate check shared by plain requests and upgrades; answers 400/503 itself. */
@@ -77,6 +111,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     if (!norm.ok) {
       fail(400, norm.reason)
       logger.warn({ method: req.method, status: 400, reason: norm.reason }, 'refused: bad path')
+      metrics?.requests.inc({ class: 'unknown', outcome: 'bad_path' })
       return null
     }
     try {
@@ -85,6 +120,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       if (!(err instanceof StoreError)) throw err
       fail(503, STORE_DOWN, { 'retry-after': 1 })
       logger.warn({ method: req.method, path: norm.path, status: 503 }, 'refused: store unavailable')
+      metrics?.requests.inc({ class: 'unknown', outcome: 'store_unavailable' })
       return null
     }
   }

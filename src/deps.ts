@@ -3,16 +3,25 @@ import { GuardedStore } from './limiter/guarded-store.js'
 import { MemoryStore } from './limiter/memory-store.js'
 import { RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
+import type { Metrics } from './observe/metrics.js'
+import { MemoryOverrideStore, RedisOverrideStore, type OverrideStore } from './quota/overrides.js'
 import type { Config, LimiterStore } from './types.js'
 
 export type StoreKind = 'memory' | 'redis' | 'cluster'
 
+export interface Stores {
+  store: LimiterStore
+  /** Where the admin API's team changes live (shared through Redis when there is one). */
+  overrides: OverrideStore
+  kind: StoreKind
+}
+
 /** The one place that picks the store implementation (memory, Redis, or Redis Cluster). */
-export function createStore(config: Config, logger: Logger): { store: LimiterStore; kind: StoreKind } {
+export function createStore(config: Config, logger: Logger, metrics?: Metrics): Stores {
   const s = config.store
   if (s.url === '' && s.cluster.length === 0) {
     logger.warn('store.url is empty: counters are kept in this process only; instances do not share them')
-    return { store: new MemoryStore(), kind: 'memory' }
+    return { store: new MemoryStore(), overrides: new MemoryOverrideStore(), kind: 'memory' }
   }
   const options: RedisOptions = {
     // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
@@ -53,6 +62,17 @@ export function createStore(config: Config, logger: Logger): { store: LimiterSto
       if (down) logger.error({ err: { message: (err as Error)?.message }, on_error: s.onError }, 'store unavailable')
       else logger.info('store available again')
     },
+    observe: metrics && {
+      call: (seconds, ok) => {
+        metrics.storeDuration.observe(seconds)
+        if (!ok) metrics.storeErrors.inc()
+      },
+      fallback: () => metrics.fallbackDecisions.inc(),
+      cached: () => metrics.cachedRefusals.inc(),
+    },
   })
-  return { store, kind }
+  // Pub/sub needs a connection of its own.
+  const subscriber = client.duplicate()
+  subscriber.on('error', () => {})
+  return { store, overrides: new RedisOverrideStore(client, subscriber, s.prefix), kind }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { createAdaptorServer } from '@hono/node-server'
+import { watch, type FSWatcher } from 'node:fs'
 import { createServer, type Server } from 'node:http'
+import { basename, dirname } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import { createAdminApp } from './admin/routes.js'
@@ -11,6 +13,8 @@ import { parseFlagOverrides } from './config/overrides.js'
 import { createStore } from './deps.js'
 import { createForwarder } from './http/proxy.js'
 import { createLogger } from './observe/log.js'
+import { Metrics } from './observe/metrics.js'
+import { UsageSummary } from './observe/summary.js'
 import type { ConfigProblem } from './types.js'
 
 const USAGE = `usage: basegate [--config FILE] [--port N] [--upstream URL] [--redis URL]
@@ -20,6 +24,8 @@ const USAGE = `usage: basegate [--config FILE] [--port N] [--upstream URL] [--re
   --redis URL     redis:// or rediss:// store (beats store.url)`
 
 const DRAIN_MS = 10_000
+const SUMMARY_MS = 60_000
+const WATCH_DEBOUNCE_MS = 250
 
 function fail(problems: readonly ConfigProblem[]): never {
   process.stderr.write(formatProblems(problems) + '\n')
@@ -64,9 +70,29 @@ async function main(): Promise<void> {
   if (!loaded.ok || problems.length > 0) fail(problems)
 
   const logger = createLogger()
+  const metrics = new Metrics()
+  const summary = new UsageSummary()
   const holder = new ConfigHolder(file, loaded.config, flags.overrides)
   const config = holder.current.config
-  const { store, kind } = createStore(config, logger)
+  const { store, overrides, kind } = createStore(config, logger, metrics)
+
+  // Team changes made through any instance's admin API (kept in the store).
+  const refreshTeams = async (): Promise<void> => {
+    try {
+      holder.setTeamOverrides(await overrides.load())
+    } catch (err) {
+      logger.warn({ err: { message: (err as Error).message } }, 'team changes could not be read from the store; the file values apply')
+    }
+  }
+  await refreshTeams()
+  overrides.onChange(() => void refreshTeams())
+
+  const reload = async (source: string) => {
+    const r = await holder.reload()
+    if (r.ok) logger.info({ file, source }, 'configuration reloaded')
+    else logger.error({ file, source, problems: r.problems.map((p) => `${p.field}: ${p.message}`) }, 'configuration refused; the running one stays')
+    return r
+  }
   const forwarder = createForwarder({ url: config.upstream.url, timeoutMs: config.upstream.timeoutMs })
   const gateway = createGateway({
     snapshot: () => holder.current,
@@ -74,6 +100,8 @@ async function main(): Promise<void> {
     forwarder,
     logger,
     upstreamUrl: config.upstream.url,
+    metrics,
+    summary,
   })
 
   const proxy = createServer(gateway.handleRequest)
@@ -84,7 +112,7 @@ async function main(): Promise<void> {
     else socket.destroy()
   })
   const admin = createAdaptorServer({
-    fetch: createAdminApp({ token: () => holder.current.config.admin.token, store }).fetch,
+    fetch: createAdminApp({ holder, store, overrides, metrics, reload: () => reload('admin') }).fetch,
   }) as Server
 
   let proxyAddr: AddressInfo
@@ -109,18 +137,39 @@ async function main(): Promise<void> {
     'listening'
   )
 
-  process.on('SIGHUP', () => {
-    void holder.reload().then((r) => {
-      if (r.ok) logger.info({ file }, 'configuration reloaded')
-      else logger.error({ file, problems: r.problems.map((p) => `${p.field}: ${p.message}`) }, 'configuration refused; the running one stays')
+  process.on('SIGHUP', () => void reload('SIGHUP'))
+
+  // Reload on change: watch the folder, not the file, since editors and Kubernetes ConfigMaps
+  // replace the file (a rename, or the `..data` symlink swap) rather than write into it.
+  let watcher: FSWatcher | null = null
+  let debounce: NodeJS.Timeout | null = null
+  try {
+    const name = basename(file)
+    watcher = watch(dirname(file), (_event, changed) => {
+      if (changed !== null && changed !== name && !String(changed).startsWith('..')) return
+      if (debounce) clearTimeout(debounce)
+      debounce = setTimeout(() => void reload('file change'), WATCH_DEBOUNCE_MS)
     })
-  })
+    watcher.on('error', () => {})
+  } catch (err) {
+    logger.warn({ err: { message: (err as Error).message } }, 'cannot watch the configuration file; reload with SIGHUP or POST /v1/reload')
+  }
+
+  // SPEC §7: every 60 s, the busiest keys and the teams past 80 % (warn at 100 %).
+  const summaryTimer = setInterval(() => {
+    const line = summary.flush()
+    if (line.teams_over_100.length > 0) logger.warn(line, 'usage summary: a team has used up its monthly quota')
+    else logger.info(line, 'usage summary')
+  }, Number(process.env.BASEGATE_SUMMARY_MS ?? SUMMARY_MS))
+  summaryTimer.unref()
 
   let stopping = false
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return
     stopping = true
     logger.info({ signal }, 'stopping: draining in-flight requests')
+    watcher?.close()
+    clearInterval(summaryTimer)
     const deadline = Date.now() + DRAIN_MS
     const closed = new Promise<void>((resolve) => proxy.close(() => resolve()))
     // Keep-alive connections that finish their request are closed as they go idle.
@@ -133,6 +182,7 @@ async function main(): Promise<void> {
     clearInterval(sweep)
     proxy.closeAllConnections()
     for (const t of gateway.tunnels) t.destroy()
+    await overrides.close().catch(() => {})
     await store.close().catch(() => {})
     await forwarder.close().catch(() => {})
     // SPEC §6: the admin listener closes last.

@@ -1,21 +1,26 @@
 import { compileClassifier, type Classifier } from '../http/classify.js'
 import { createClientIpResolver, type ClientIpResolver } from '../http/client-ip.js'
+import { effectiveTeams, teamsByBase, type Team, type TeamOverride } from '../quota/teams.js'
 import type { Config } from '../types.js'
 
 /**
- * Everything that depends only on the configuration, compiled once per load. A request reads
- * the snapshot once, so a reload never tears a request in two.
+ * Everything that depends only on the configuration (and the admin API's team changes),
+ * compiled once per change. A request reads the snapshot once, so a reload never tears a
+ * request in two.
  */
 export interface Snapshot {
   config: Config
   classifier: Classifier
   clientIp: ClientIpResolver
+  teams: readonly Team[]
 }
 
-export function compileSnapshot(config: Config): Snapshot {
+export function compileSnapshot(config: Config, overrides: ReadonlyMap<string, TeamOverride> = new Map()): Snapshot {
+  const teams = effectiveTeams(config, overrides)
   return {
     config,
-    classifier: compileClassifier(config),
+    classifier: compileClassifier(config, teamsByBase(teams)),
     clientIp: createClientIpResolver(config.clientIp),
+    teams,
   }
 }

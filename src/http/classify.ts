@@ -1,3 +1,5 @@
+import { createMonthClock } from '../quota/month.js'
+import { teamKeys, type Team } from '../quota/teams.js'
 import type { Charge, Classification, Config, RateList, RequestClass, RuleConfig } from '../types.js'
 import { baseUuidOfPath, UUID_PATTERN } from './base-uuid.js'
 
@@ -16,7 +18,13 @@ interface CompiledRule {
 }
 
 export interface Classifier {
-  classify(method: string, path: string, clientIpKey: string): Classification
+  classify(method: string, path: string, clientIpKey: string, nowMs: number): Classification
+  /** Every window counted on a base's key, whatever the path (for the usage API). */
+  windowsOfBase(uuid: string, nowMs: number): Charge[]
+  /** Every window counted on a client's key (for the usage API). */
+  windowsOfIp(ipKey: string): Charge[]
+  /** The team a base belongs to, when monthly quotas are on. */
+  teamOf(uuid: string): Team | undefined
 }
 
 /** `{base_uuid}` matches any UUID form; `*` at the end matches any rest; trailing / optional. */
@@ -35,17 +43,25 @@ function wholePath(lowerPath: string): string {
 }
 
 /**
- * Store keys. The part in braces is a Redis Cluster hash tag: every window of one subject
- * (a base or a client IP) lands in one slot, so the class and rule windows of a request can
- * be checked by one script on one node.
+ * Store keys. The part in braces is a Redis Cluster hash tag, chosen so that every window of
+ * one request's subject lands in one slot and one script on one node can check them all:
+ * `{b:<uuid>}` for a base, `{ip:<addr>}` for a client, and `{t:<team>}` for every base of a
+ * team with a monthly quota, so its bases' windows, the team's monthly counter and its
+ * override share a slot. (`ip_ceiling` follows the client, in the client's slot.)
  */
 export const storeKeys = {
-  cls: (subject: string, cls: RequestClass, windowMs: number) => `{${subject}}:${cls}:${windowMs}`,
-  rule: (subject: string, rule: string, windowMs: number) => `{${subject}}:rule:${rule}:${windowMs}`,
+  cls: (subject: string, cls: RequestClass, windowMs: number) => `${subject}:${cls}:${windowMs}`,
+  rule: (subject: string, rule: string, windowMs: number) => `${subject}:rule:${rule}:${windowMs}`,
   ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}`,
 }
 
-export function compileClassifier(config: Config): Classifier {
+/** The key prefix of a subject: its hash tag and, inside a team's slot, the base. */
+function subjectOf(uuid: string | null, team: Team | undefined, ipKey: string): string {
+  if (uuid === null) return `{ip:${ipKey}}`
+  return team === undefined ? `{b:${uuid}}` : `{${teamKeys.tag(team.id)}}:b:${uuid}`
+}
+
+export function compileClassifier(config: Config, teams: ReadonlyMap<string, Team> = new Map()): Classifier {
   const exempt = new Set(config.exempt.map((p) => wholePath(p.toLowerCase())))
   const classRates: Record<Exclude<RequestClass, 'exempt'>, RateList> = {
     auth_token: config.rateLimits.authToken,
@@ -63,6 +79,23 @@ export function compileClassifier(config: Config): Classifier {
     }))
   const ipCeiling = config.rateLimits.ipCeiling
   const headers = config.headers
+  const monthly = config.monthly.enabled
+  const monthOf = createMonthClock(config.monthly.timezone)
+  const teamOf = (uuid: string) => (monthly ? teams.get(uuid) : undefined)
+
+  function monthlyCharge(team: Team, cls: RequestClass, nowMs: number): Charge {
+    const month = monthOf(nowMs)
+    return {
+      key: teamKeys.month(team.id, month.id),
+      limit: team.quota,
+      windowMs: 0,
+      endMs: month.endMs,
+      limitKey: teamKeys.override(team.id),
+      kind: 'monthly',
+      cls,
+      team: team.id,
+    }
+  }
 
   function classOf(lowerPath: string): RequestClass {
     const whole = wholePath(lowerPath)
@@ -73,7 +106,7 @@ export function compileClassifier(config: Config): Classifier {
     return 'other'
   }
 
-  function classify(method: string, path: string, clientIpKey: string): Classification {
+  function classify(method: string, path: string, clientIpKey: string, nowMs: number): Classification {
     const lowerPath = path.toLowerCase()
     const cls = classOf(lowerPath)
     const uuid = baseUuidOfPath(path)
@@ -81,7 +114,8 @@ export function compileClassifier(config: Config): Classifier {
     const charges: Charge[] = []
     if (cls === 'exempt') return { cls, key, charges, emitHeaders: false }
 
-    const subject = uuid !== null ? `b:${uuid}` : `ip:${clientIpKey}`
+    const team = uuid === null ? undefined : teamOf(uuid)
+    const subject = subjectOf(uuid, team, clientIpKey)
     for (const r of classRates[cls]) {
       charges.push({ key: storeKeys.cls(subject, cls, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'class', cls })
     }
@@ -105,10 +139,43 @@ export function compileClassifier(config: Config): Classifier {
         charges.push({ key: storeKeys.ipCeiling(clientIpKey, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'ip_ceiling', cls })
       }
     }
+    // SPEC §5: base and account calls on a team's base are charged to the team's month.
+    if (team !== undefined && (cls === 'base' || cls === 'account')) charges.push(monthlyCharge(team, cls, nowMs))
     const emitHeaders =
       charges.length > 0 && (headers === 'all' || (headers === 'gateway' && cls === 'base'))
     return { cls, key, charges, emitHeaders }
   }
 
-  return { classify }
+  function windowsOfBase(uuid: string, nowMs: number): Charge[] {
+    const team = teamOf(uuid)
+    const subject = subjectOf(uuid, team, '')
+    const out: Charge[] = []
+    for (const cls of ['base', 'account'] as const) {
+      for (const r of classRates[cls]) out.push({ key: storeKeys.cls(subject, cls, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'class', cls })
+    }
+    for (const rule of rules) {
+      for (const r of rule.limits) {
+        out.push({ key: storeKeys.rule(subject, rule.name, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'rule', cls: 'base', rule: rule.name })
+      }
+    }
+    if (team !== undefined) out.push(monthlyCharge(team, 'base', nowMs))
+    return out
+  }
+
+  function windowsOfIp(ipKey: string): Charge[] {
+    const subject = subjectOf(null, undefined, ipKey)
+    const out: Charge[] = []
+    for (const cls of ['auth_token', 'base', 'account', 'other'] as const) {
+      for (const r of classRates[cls]) out.push({ key: storeKeys.cls(subject, cls, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'class', cls })
+    }
+    for (const rule of rules) {
+      for (const r of rule.limits) {
+        out.push({ key: storeKeys.rule(subject, rule.name, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'rule', cls: 'other', rule: rule.name })
+      }
+    }
+    for (const r of ipCeiling) out.push({ key: storeKeys.ipCeiling(ipKey, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'ip_ceiling', cls: 'other' })
+    return out
+  }
+
+  return { classify, windowsOfBase, windowsOfIp, teamOf }
 }

@@ -1,4 +1,4 @@
-import type { Decision } from '../types.js'
+import type { Charge, Decision } from '../types.js'
 
 export interface RateHeaderValues {
   limit: number
@@ -8,24 +8,41 @@ export interface RateHeaderValues {
 }
 
 /**
- * SPEC §4: the three headers describe the window with the fewest calls left. On a refusal that
- * is a window at 0, and reset is when a call will be admitted again (the latest of the
- * refusing windows, since all must admit).
+ * SPEC §4: the three headers describe the rate window with the fewest calls left. On a
+ * refusal that is a window at 0, and reset is when a call will be admitted again (the latest
+ * of the refusing windows, since all must admit). The monthly quota does not show until it
+ * is used up; then remaining is 0 and reset is the start of the next month, and the limit
+ * stays the rate window's (as the service's own headers do).
  */
-export function rateHeaderValues(decision: Decision): RateHeaderValues | null {
+export function rateHeaderValues(decision: Decision, charges?: readonly Charge[]): RateHeaderValues | null {
   const ws = decision.windows
-  if (ws.length === 0) return null
-  if (!decision.allowed) {
-    let pick = ws[0]!
-    for (const w of ws) if (w.retryAtMs > pick.retryAtMs) pick = w
-    return { limit: pick.limit, remaining: 0, resetSec: Math.ceil(pick.retryAtMs / 1000) }
-  }
-  let pick = ws[0]!
-  for (let i = 1; i < ws.length; i++) {
+  let pick = -1
+  for (let i = 0; i < ws.length; i++) {
+    if (charges?.[i]?.kind === 'monthly') continue
     const w = ws[i]!
-    if (w.remaining < pick.remaining || (w.remaining === pick.remaining && w.resetAtMs > pick.resetAtMs)) pick = w
+    if (pick === -1) {
+      pick = i
+      continue
+    }
+    const p = ws[pick]!
+    const better =
+      w.remaining < p.remaining ||
+      (w.remaining === p.remaining && (w.retryAtMs > p.retryAtMs || (w.retryAtMs === p.retryAtMs && w.resetAtMs > p.resetAtMs)))
+    if (better) pick = i
   }
-  return { limit: pick.limit, remaining: pick.remaining, resetSec: Math.ceil(pick.resetAtMs / 1000) }
+  let retryAt = 0
+  for (const w of ws) if (w.retryAtMs > retryAt) retryAt = w.retryAtMs
+  if (pick === -1) {
+    // Only a monthly window: show it (no rate window to describe).
+    if (ws.length === 0) return null
+    const w = ws[0]!
+    return decision.allowed
+      ? { limit: w.limit, remaining: w.remaining, resetSec: Math.ceil(w.resetAtMs / 1000) }
+      : { limit: w.limit, remaining: 0, resetSec: Math.ceil(retryAt / 1000) }
+  }
+  const p = ws[pick]!
+  if (!decision.allowed) return { limit: p.limit, remaining: 0, resetSec: Math.ceil(retryAt / 1000) }
+  return { limit: p.limit, remaining: p.remaining, resetSec: Math.ceil(p.resetAtMs / 1000) }
 }
 
 /** Whole seconds until a refused call could be admitted, rounded up, at least 1. */

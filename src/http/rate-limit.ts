@@ -15,6 +15,8 @@ export interface Admission {
   headers: OutgoingHttpHeaders | null
   /** The limits refuse this call (in dry-run it is forwarded all the same). */
   overLimit: boolean
+  /** The team's month, when a monthly quota applies. */
+  monthly: { team: string; used: number; quota: number; refused: boolean } | null
 }
 
 /**
@@ -29,12 +31,12 @@ export async function admit(
   nowMs: number
 ): Promise<Admission> {
   const clientIp = snapshot.clientIp.clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'])
-  const classification = snapshot.classifier.classify(req.method ?? 'GET', path, snapshot.clientIp.keyOf(clientIp))
+  const classification = snapshot.classifier.classify(req.method ?? 'GET', path, snapshot.clientIp.keyOf(clientIp), nowMs)
   if (classification.charges.length === 0) {
-    return { classification, clientIp, decision: null, window: null, headers: null, overLimit: false }
+    return { classification, clientIp, decision: null, window: null, headers: null, overLimit: false, monthly: null }
   }
   const decision = await store.consume(classification.charges, nowMs)
-  const hv = rateHeaderValues(decision)!
+  const hv = rateHeaderValues(decision, classification.charges)!
   let headers: OutgoingHttpHeaders | null = null
   if (classification.emitHeaders) {
     headers = {
@@ -47,5 +49,12 @@ export async function admit(
     headers ??= {}
     headers['retry-after'] = String(retryAfterSec(decision, nowMs))
   }
-  return { classification, clientIp, decision, window: hv, headers, overLimit: !decision.allowed }
+  let monthly: Admission['monthly'] = null
+  const charges = classification.charges
+  const last = charges.length - 1
+  if (charges[last]!.kind === 'monthly') {
+    const w = decision.windows[last]!
+    monthly = { team: charges[last]!.team!, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
+  }
+  return { classification, clientIp, decision, window: hv, headers, overLimit: !decision.allowed, monthly }
 }

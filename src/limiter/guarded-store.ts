@@ -9,6 +9,8 @@ export interface GuardedStoreOptions {
   onOutage?: (down: boolean, err?: unknown) => void
   /** Answer known-full windows from memory (default true). */
   overLimitCache?: boolean
+  /** Metrics hooks. */
+  observe?: { call(seconds: number, ok: boolean): void; fallback(): void; cached(): void }
 }
 
 /**
@@ -37,17 +39,22 @@ export class GuardedStore implements LimiterStore {
     const cached = this.overLimit?.check(charges, nowMs) ?? null
     if (cached !== null) {
       this.cachedRefusals++
+      this.opts.observe?.cached()
       return cached
     }
+    const started = performance.now()
     try {
       const d = await this.inner.consume(charges, nowMs)
+      this.opts.observe?.call((performance.now() - started) / 1000, true)
       if (this.down) this.markDown(false)
       this.overLimit?.learn(charges, d, nowMs)
       return d
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
+      this.opts.observe?.call((performance.now() - started) / 1000, false)
       if (!this.down) this.markDown(true, err)
       if (this.opts.onError === 'closed') throw err
+      this.opts.observe?.fallback()
       return this.fallback.consumeSync(charges, nowMs)
     }
   }

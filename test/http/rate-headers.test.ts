@@ -34,3 +34,25 @@ describe('rate headers (SPEC §4)', () => {
     expect(rateHeaderValues({ allowed: true, windows: [] })).toBeNull()
   })
 })
+
+describe('rate headers with a monthly quota (SPEC §4, §5)', () => {
+  const rate = { key: 'r', limit: 200, windowMs: 60_000, kind: 'class' as const, cls: 'base' as const }
+  const month = { key: 'm', limit: 3000, windowMs: 0, kind: 'monthly' as const, cls: 'base' as const, endMs: 9_000_000_000 }
+
+  it('the quota does not show while it lasts', () => {
+    const hv = rateHeaderValues(
+      { allowed: true, windows: [w({ limit: 200, remaining: 150, resetAtMs: 1_000_000 }), w({ limit: 3000, remaining: 2, resetAtMs: 9_000_000_000 })] },
+      [rate, month]
+    )
+    expect(hv).toEqual({ limit: 200, remaining: 150, resetSec: 1000 })
+  })
+
+  it('used up: remaining 0, reset at the next month, limit still the minute limit', () => {
+    const d = {
+      allowed: false,
+      windows: [w({ limit: 200, remaining: 150, resetAtMs: 1_000_000 }), w({ limit: 3000, remaining: 0, retryAtMs: 9_000_000_000 })],
+    }
+    expect(rateHeaderValues(d, [rate, month])).toEqual({ limit: 200, remaining: 0, resetSec: 9_000_000 })
+    expect(retryAfterSec(d, 8_000_000_000)).toBe(1_000_000)
+  })
+})

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { charge, storeContract } from './store-contract.js'
+import { calendarContract, charge, storeContract } from './store-contract.js'
 
 let redis: TestRedis
 const clients: Redis[] = []
@@ -25,6 +25,7 @@ afterAll(async () => {
 
 // Each store gets its own client, as separate gateway instances would.
 storeContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${redis.prefix}${made++}:` }) })
+calendarContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${redis.prefix}${made++}:` }) })
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
@@ -78,3 +79,21 @@ async function evalCalls(c: Redis): Promise<number> {
   for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) total += Number(m[2])
   return total
 }
+
+describe('RedisStore: a quota override in the store', () => {
+  it('applies the `quota` field of the limit key from the next call, for every instance', async () => {
+    const prefix = `${redis.prefix}override:`
+    const a = new RedisStore(client(), { prefix })
+    const b = new RedisStore(client(), { prefix })
+    const m = { key: '{t:acme}:month:2026-11', limit: 2, windowMs: 0, endMs: Date.now() + 86_400_000, kind: 'monthly' as const, cls: 'base' as const, team: 'acme', limitKey: '{t:acme}:team' }
+    const now = Date.now()
+    expect((await a.consume([m], now)).allowed).toBe(true)
+    expect((await b.consume([m], now)).allowed).toBe(true)
+    expect((await a.consume([m], now)).allowed).toBe(false)
+    // An admin raises the quota in the store; instance b, whose own view still says 2, admits.
+    await client().hset(`${prefix}{t:acme}:team`, 'quota', 3)
+    const d = await b.consume([m], now)
+    expect(d.allowed).toBe(true)
+    expect(d.windows[0]).toMatchObject({ limit: 3, used: 3, remaining: 0 })
+  })
+})

@@ -159,3 +159,54 @@ export function storeContract(name: string, factory: StoreFactory): void {
     })
   })
 }
+
+/** Calendar windows (the monthly quota) and peek, for every store. */
+export function calendarContract(name: string, factory: StoreFactory): void {
+  describe(`${name}: calendar windows and peek`, () => {
+    const month = (limit: number, endMs: number, key = `m${n++}`): Charge => ({
+      key,
+      limit,
+      windowMs: 0,
+      endMs,
+      kind: 'monthly',
+      cls: 'base',
+      team: 't',
+    })
+
+    it('admits up to the quota in the period, then refuses until its end', async () => {
+      const store = await factory.make()
+      const end = T0 + 10 * 86_400_000
+      const m = month(3, end)
+      const seen = []
+      for (let i = 0; i < 4; i++) seen.push((await store.consume([m], T0 + i * 1000)).allowed)
+      expect(seen).toEqual([true, true, true, false])
+      const refused = await store.consume([m], T0 + 5_000_000)
+      expect(refused.windows[0]).toMatchObject({ used: 3, remaining: 0, retryAtMs: end, resetAtMs: end })
+    })
+
+    it('is charged with the rate windows all or nothing', async () => {
+      const store = await factory.make()
+      const m = month(1, T0 + 86_400_000)
+      const rate = charge(10)
+      expect((await store.consume([rate, m], T0)).allowed).toBe(true)
+      const d = await store.consume([rate, m], T0 + 1)
+      expect(d.allowed).toBe(false)
+      expect(d.windows[0]!.used).toBe(1) // the rate window was not charged by the refusal
+    })
+
+    it('peek changes nothing', async () => {
+      const store = await factory.make()
+      const rate = charge(2)
+      const m = month(5, T0 + 86_400_000)
+      await store.consume([rate, m], T0)
+      for (let i = 0; i < 5; i++) {
+        const p = await store.peek([rate, m], T0 + 1)
+        expect(p.windows.map((w) => w.used)).toEqual([1, 1])
+      }
+      expect((await store.consume([rate, m], T0 + 2)).windows.map((w) => w.used)).toEqual([2, 2])
+      const full = await store.peek([rate, m], T0 + 3)
+      expect(full.allowed).toBe(false)
+      expect(full.windows[0]!.remaining).toBe(0)
+    })
+  })
+}

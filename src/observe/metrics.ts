@@ -1,0 +1,74 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+export type Outcome =
+  | 'forwarded'
+  | 'rate_limited'
+  | 'monthly_limited'
+  | 'size_refused'
+  | 'bad_path'
+  | 'store_unavailable'
+  | 'upstream_error'
+  | 'dry_run'
+
+export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run'
+
+/** Every metric basegate exposes, in one registry (SPEC §7 /metrics). */
+export class Metrics {
+  readonly registry = new Registry()
+  readonly requests = new Counter({
+    name: 'basegate_requests_total',
+    help: 'Requests by class and outcome',
+    labelNames: ['class', 'outcome'] as const,
+    registers: [this.registry],
+  })
+  readonly refusals = new Counter({
+    name: 'basegate_refusals_total',
+    help: 'Refusals by reason (dry_run: would have been refused, forwarded)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  })
+  readonly storeDuration = new Histogram({
+    name: 'basegate_store_duration_seconds',
+    help: 'Duration of one rate-limit store call',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  })
+  readonly storeErrors = new Counter({
+    name: 'basegate_store_errors_total',
+    help: 'Store calls that failed or timed out',
+    registers: [this.registry],
+  })
+  readonly fallbackDecisions = new Counter({
+    name: 'basegate_store_fallback_decisions_total',
+    help: 'Decisions taken by the local limiter while the store failed (on_error: open)',
+    registers: [this.registry],
+  })
+  readonly cachedRefusals = new Counter({
+    name: 'basegate_cached_refusals_total',
+    help: 'Refusals answered from the local over-limit cache, without a store call',
+    registers: [this.registry],
+  })
+  readonly upstreamDuration = new Histogram({
+    name: 'basegate_upstream_duration_seconds',
+    help: 'Time from dispatch to the upstream response headers',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  })
+  readonly monthlyUsed = new Gauge({
+    name: 'basegate_monthly_used',
+    help: 'Calls charged to a team this month',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  })
+  readonly monthlyQuota = new Gauge({
+    name: 'basegate_monthly_quota',
+    help: 'A team monthly quota',
+    labelNames: ['team'] as const,
+    registers: [this.registry],
+  })
+
+  /** Names of every metric (for the dashboard test). */
+  names(): string[] {
+    return this.registry.getMetricsAsArray().map((m) => m.name)
+  }
+}

@@ -1,0 +1,52 @@
+import type { Config, PlanConfig, TeamConfig } from '../types.js'
+
+// SPEC §5: teams own bases; a team's monthly quota is its plan's `calls`, or
+// `calls_per_user × users`. The file's teams, with the admin API's changes over them.
+
+/** What `PUT /v1/teams/{id}` may change; kept in the store, over the file's values. */
+export interface TeamOverride {
+  plan?: string
+  users?: number
+  bases?: string[]
+}
+
+export interface Team {
+  id: string
+  plan: string
+  users: number
+  /** Canonical base UUIDs (32 hex, lower case). */
+  bases: readonly string[]
+  quota: number
+  /** Set by the admin API (SPEC §7 `changed`). */
+  changed: boolean
+}
+
+export function quotaOf(plan: PlanConfig | undefined, users: number): number {
+  if (plan === undefined) return 0
+  return plan.calls ?? (plan.callsPerUser ?? 0) * users
+}
+
+/** The effective teams: each file team with its override applied; overrides of teams no longer in the file are ignored. */
+export function effectiveTeams(config: Config, overrides: ReadonlyMap<string, TeamOverride>): Team[] {
+  return config.monthly.teams.map((t: TeamConfig) => {
+    const o = overrides.get(t.id)
+    const plan = o?.plan !== undefined && o.plan in config.monthly.plans ? o.plan : t.plan
+    const users = o?.users ?? t.users
+    const bases = o?.bases ?? t.bases
+    return { id: t.id, plan, users, bases, quota: quotaOf(config.monthly.plans[plan], users), changed: o !== undefined }
+  })
+}
+
+/** base UUID → team. A base listed by two teams counts for the first one. */
+export function teamsByBase(teams: readonly Team[]): Map<string, Team> {
+  const out = new Map<string, Team>()
+  for (const t of teams) for (const b of t.bases) if (!out.has(b)) out.set(b, t)
+  return out
+}
+
+export const teamKeys = {
+  /** The hash tag of a team: its bases' windows, its monthly counter and its override share one Cluster slot. */
+  tag: (team: string) => `t:${team}`,
+  month: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
+  override: (team: string) => `{t:${team}}:team`,
+}
