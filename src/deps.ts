@@ -41,9 +41,14 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     })
     const first = new URL(s.cluster[0]!)
     client = new Cluster(nodes, {
-      enableAutoPipelining: true,
+      // Not in Cluster mode: ioredis picks an auto-pipeline's slot from the command's first
+      // argument, which for a script is its key count, so scripts for different slots get
+      // batched and rejected ("All keys in the pipeline should belong to the same slots
+      // allocation group", redis/ioredis#2109).
+      enableAutoPipelining: false,
       redisOptions: {
         ...options,
+        enableAutoPipelining: false,
         password: first.password ? decodeURIComponent(first.password) : undefined,
         username: first.username ? decodeURIComponent(first.username) : undefined,
         tls: first.protocol === 'rediss:' ? {} : undefined,
@@ -56,7 +61,7 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
   }
   // ioredis reports every failed reconnect; the guarded store logs the outage once.
   client.on('error', () => {})
-  const store = new GuardedStore(new RedisStore(client, { prefix: s.prefix }), {
+  const store = new GuardedStore(new RedisStore(client, { prefix: s.prefix, cluster: kind === 'cluster' }), {
     onError: s.onError,
     onOutage: (down, err) => {
       if (down) logger.error({ err: { message: (err as Error)?.message }, on_error: s.onError }, 'store unavailable')

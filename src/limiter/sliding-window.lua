@@ -13,7 +13,9 @@
 -- KEYS[1..n]          the windows' keys; KEYS[n+1..] limit-override keys
 -- ARGV[1]             now in ms (the caller's clock)
 -- ARGV[2]             cost of this call (1)
--- ARGV[3]             1 = peek: read only, charge and delete nothing
+-- ARGV[3]             mode: 0 = check and charge; 1 = peek (read only, charge and delete
+--                     nothing); 2 = force (charge without checking: a refund, with cost -1,
+--                     of a call charged here and refused on another Cluster slot)
 -- ARGV[4 + 4(i-1)]    window i: limit
 -- ARGV[5 + 4(i-1)]    window i: length in ms, or 0 for a calendar window
 -- ARGV[6 + 4(i-1)]    window i: calendar window end (ms), else 0
@@ -27,6 +29,7 @@
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local peek = ARGV[3] == '1'
+local force = ARGV[3] == '2'
 local n = (#ARGV - 3) / 4
 
 local used = {}
@@ -54,7 +57,7 @@ for i = 1, n do
     local sum = tonumber(redis.call('GET', key) or '0')
     used[i] = sum
     resetAt[i] = endMs
-    if sum + cost > limit then
+    if sum + cost > limit and not force then
       allowed = 0
       retryAt[i] = endMs
     end
@@ -89,7 +92,7 @@ for i = 1, n do
       resetAt[i] = 0
     end
 
-    if sum + cost > limit then
+    if sum + cost > limit and not force then
       allowed = 0
       -- When enough of the oldest buckets have left for this call to fit. Only a refusal
       -- needs the buckets in order, so only a refusal pays for the sort.

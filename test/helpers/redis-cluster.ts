@@ -1,0 +1,90 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+import { freePort, waitForPing } from './redis.js'
+
+// A real three-node Redis Cluster on loopback (no replicas), made with `redis-cli --cluster
+// create`. Nodes can be killed and restarted; they rejoin from their nodes.conf.
+
+export interface TestCluster {
+  urls: string[]
+  ports: number[]
+  kill(i: number): Promise<void>
+  restart(i: number): Promise<void>
+  stop(): Promise<void>
+}
+
+function startNode(port: number, dir: string): ChildProcess {
+  return spawn(
+    'redis-server',
+    [
+      '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
+      '--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no', '--dir', dir,
+    ],
+    { stdio: 'ignore' }
+  )
+}
+
+async function clusterOk(port: number): Promise<boolean> {
+  const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  c.on('error', () => {})
+  try {
+    await c.connect()
+    const info = (await c.cluster('INFO')) as string
+    return info.includes('cluster_state:ok')
+  } catch {
+    return false
+  } finally {
+    c.disconnect()
+  }
+}
+
+export async function waitClusterOk(ports: number[], timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const states = await Promise.all(ports.map(clusterOk))
+    if (states.every(Boolean)) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error('the test Redis Cluster did not reach cluster_state:ok')
+}
+
+export async function startCluster(): Promise<TestCluster> {
+  if (spawnSync('redis-server', ['--version']).status !== 0 || spawnSync('redis-cli', ['--version']).status !== 0) {
+    throw new Error('Redis Cluster tests need redis-server and redis-cli (apt-get install redis-server)')
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'bg-cluster-'))
+  const ports = [await freePort(), await freePort(), await freePort()]
+  const nodes = ports.map((p) => startNode(p, dir))
+  await Promise.all(ports.map((p) => waitForPing(`redis://127.0.0.1:${p}`)))
+  const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  })
+  if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`)
+  await waitClusterOk(ports)
+  const kill = (i: number) =>
+    new Promise<void>((resolve) => {
+      const n = nodes[i]!
+      if (n.exitCode !== null || n.signalCode !== null) return resolve()
+      n.once('exit', () => resolve())
+      n.kill('SIGKILL')
+    })
+  return {
+    urls: ports.map((p) => `redis://127.0.0.1:${p}`),
+    ports,
+    kill,
+    restart: async (i) => {
+      nodes[i] = startNode(ports[i]!, dir)
+      await waitForPing(`redis://127.0.0.1:${ports[i]}`)
+      await waitClusterOk(ports)
+    },
+    stop: async () => {
+      await Promise.all(nodes.map((_, i) => kill(i)))
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
