@@ -104,12 +104,26 @@ async function main(): Promise<void> {
     summary,
   })
 
-  const proxy = createServer(gateway.handleRequest)
+  // Slowloris: a request head (and a whole request) must arrive in time. Node checks these
+  // timers only every connectionsCheckingInterval (30 s by default): check often enough that
+  // the limits mean what they say.
+  const { headersTimeoutMs, requestTimeoutMs } = config.listen
+  const proxy = createServer(
+    {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs || Infinity) / 4))),
+    },
+    gateway.handleRequest
+  )
   proxy.on('upgrade', gateway.handleUpgrade)
-  proxy.on('clientError', (_err, socket) => {
-    // Malformed requests (smuggling attempts, oversized headers) never reach the gateway.
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n')
-    else socket.destroy()
+  proxy.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Malformed requests (smuggling attempts, oversized headers) and too-slow clients never
+    // reach the gateway. Answer as Node would, then close for good: a half-close would let a
+    // slowloris client keep the socket by writing on.
+    const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request'
+    if (!socket.writable) return socket.destroy()
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () => socket.destroy())
   })
   const admin = createAdaptorServer({
     fetch: createAdminApp({ holder, store, overrides, metrics, reload: () => reload('admin') }).fetch,

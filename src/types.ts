@@ -59,7 +59,14 @@ export interface MonthlyConfig {
 /** limits.yaml after expansion, validation and preset merging. */
 export interface Config {
   deployment: Deployment
-  listen: { host: string; port: number }
+  listen: {
+    host: string
+    port: number
+    /** A client must send its whole request head within this (slowloris). */
+    headersTimeoutMs: number
+    /** A client must send its whole request within this; 0 = no limit. */
+    requestTimeoutMs: number
+  }
   admin: { host: string; port: number; token: string }
   upstream: { url: string; timeoutMs: number }
   store: {

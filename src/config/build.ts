@@ -110,7 +110,12 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   const sl = file.size_limits ?? {}
   const config: Config = {
     deployment,
-    listen: { host: file.listen?.host ?? '0.0.0.0', port: file.listen?.port ?? 8080 },
+    listen: {
+      host: file.listen?.host ?? '0.0.0.0',
+      port: file.listen?.port ?? 8080,
+      headersTimeoutMs: file.listen?.headers_timeout_ms ?? 20_000,
+      requestTimeoutMs: file.listen?.request_timeout_ms ?? 300_000,
+    },
     admin: { host: adminHost, port: file.admin?.port ?? 9090, token: adminToken },
     upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? 60_000 },
     store: {

@@ -39,7 +39,14 @@ const team = z.strictObject({
 
 export const limitsFileSchema = z.strictObject({
   deployment: z.enum(['cloud', 'dedicated', 'self-hosted']).optional(),
-  listen: z.strictObject({ host: z.string().min(1).optional(), port: port.optional() }).optional(),
+  listen: z
+    .strictObject({
+      host: z.string().min(1).optional(),
+      port: port.optional(),
+      headers_timeout_ms: positiveInt.optional(),
+      request_timeout_ms: z.number().int().min(0).optional(),
+    })
+    .optional(),
   admin: z
     .strictObject({ host: z.string().min(1).optional(), port: port.optional(), token: z.string().optional() })
     .optional(),

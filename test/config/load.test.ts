@@ -19,7 +19,7 @@ describe('parseConfig: defaults and presets', () => {
     expect(c.rateLimits.account.map((x) => x.text)).toEqual(['3000/min'])
     expect(c.rateLimits.authToken).toEqual([])
     expect(c.rateLimits.other).toEqual([])
-    expect(c.listen).toEqual({ host: '0.0.0.0', port: 8080 })
+    expect(c.listen).toEqual({ host: '0.0.0.0', port: 8080, headersTimeoutMs: 20_000, requestTimeoutMs: 300_000 })
     expect(c.admin).toEqual({ host: '127.0.0.1', port: 9090, token: '' })
     expect(c.upstream.timeoutMs).toBe(60_000)
     expect(c.store).toMatchObject({ url: '', prefix: 'basegate:', timeoutMs: 100, onError: 'open' })
