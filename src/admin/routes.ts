@@ -11,6 +11,9 @@ import { maskedConfig } from './mask.js'
 
 // SPEC §7: the admin listener. JSON answers; errors `{"error_msg": ...}`.
 
+/** The admin GET paths without parameters (deploy probes and scrapes must use these). */
+export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/teams', '/v1/config'] as const
+
 export interface AdminDeps {
   holder: ConfigHolder
   store: LimiterStore

@@ -5,8 +5,16 @@ import { parseRate } from './rate.js'
 // validates; config/build.ts turns a valid document into the Config the code uses. Keeping
 // transforms out keeps this schema exportable as JSON Schema for editors.
 
+/** A word in any case, spelled out so the pattern needs no flags (JSON Schema has none). */
+const anyCase = (w: string) => [...w].map((c) => `[${c.toLowerCase()}${c.toUpperCase()}]`).join('')
+const UNITS = ['second', 'sec', 's', 'minute', 'min', 'hour', 'day'].map(anyCase).join('|')
+/** N/unit with N ≥ 1, or unlimited: the same language as parseRate. */
+export const RATE_PATTERN = `^\\s*(?:${anyCase('unlimited')}|0*[1-9][0-9]*\\s*/\\s*(?:${UNITS}))\\s*$`
+
 const rateText = z
   .string()
+  .regex(new RegExp(RATE_PATTERN), { error: (iss) => `${JSON.stringify(iss.input)} is not a rate`, abort: true })
+  // Past the pattern, only a number too large to count exactly is left to refuse.
   .refine((s) => parseRate(s) !== undefined, { error: (iss) => `${JSON.stringify(iss.input)} is not a rate` })
   .describe('N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited')
 
@@ -24,7 +32,7 @@ const rule = z.strictObject({
   limits: rateValue,
 })
 
-const plan = z
+export const planSchema = z
   .strictObject({ calls: positiveInt.optional(), calls_per_user: positiveInt.optional() })
   .refine((p) => (p.calls === undefined) !== (p.calls_per_user === undefined), {
     error: 'a plan has exactly one of calls or calls_per_user',
@@ -95,7 +103,7 @@ export const limitsFileSchema = z.strictObject({
     .strictObject({
       enabled: z.boolean().optional(),
       timezone: z.string().optional(),
-      plans: z.record(z.string(), plan).optional(),
+      plans: z.record(z.string(), planSchema).optional(),
       teams: z.array(team).optional(),
     })
     .optional(),
