@@ -214,36 +214,30 @@ describe('request smuggling and malformed requests', () => {
 })
 
 describe('slowloris', () => {
-  it('closes a client that trickles its headers', async () => {
+  /** Writes `head`, then one `tick` every `everyMs`; resolves with when the server closed the socket. */
+  function timeToClose(head: string, tick: string, everyMs: number, giveUpMs: number): Promise<number> {
     const t0 = Date.now()
-    const closed = await new Promise<number>((resolve) => {
+    return new Promise((resolve) => {
       const sock = connect(gw.port, '127.0.0.1')
       sock.on('error', () => {})
-      sock.write('GET /api2/x HTTP/1.1\r\nHost: a\r\n')
-      const tick = setInterval(() => sock.writable && sock.write('X-Slow: 1\r\n'), 100)
+      sock.write(head)
+      const timer = setInterval(() => sock.writable && sock.write(tick), everyMs)
       sock.on('close', () => {
-        clearInterval(tick)
+        clearInterval(timer)
         resolve(Date.now() - t0)
       })
-      setTimeout(() => sock.destroy(), 10_000)
+      setTimeout(() => sock.destroy(), giveUpMs)
     })
+  }
+
+  it('closes a client that trickles its headers', async () => {
+    const closed = await timeToClose('GET /api2/x HTTP/1.1\r\nHost: a\r\n', 'X-Slow: 1\r\n', 100, 10_000)
     expect(closed).toBeLessThan(3000) // headers_timeout_ms 500, checked every ~125 ms
     expect(closed).toBeGreaterThanOrEqual(400)
   })
 
   it('closes a client that trickles its body', async () => {
-    const t0 = Date.now()
-    const closed = await new Promise<number>((resolve) => {
-      const sock = connect(gw.port, '127.0.0.1')
-      sock.on('error', () => {})
-      sock.write('POST /seafhttp/upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n')
-      const tick = setInterval(() => sock.writable && sock.write('x'), 200)
-      sock.on('close', () => {
-        clearInterval(tick)
-        resolve(Date.now() - t0)
-      })
-      setTimeout(() => sock.destroy(), 15_000)
-    })
+    const closed = await timeToClose('POST /seafhttp/upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n', 'x', 200, 15_000)
     expect(closed).toBeLessThan(6000) // request_timeout_ms 2000
   })
 })

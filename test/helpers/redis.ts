@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
+import { Redis, type RedisOptions } from 'ioredis'
+import { afterAll, beforeAll } from 'vitest'
 
 // Every Redis test runs against a real server: REDIS_URL when set, else a redis-server this
 // helper starts on a free port, else a testcontainers container. If none can be had the
@@ -130,5 +131,42 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedi
       'No Redis for the tests: set REDIS_URL, install redis-server (apt-get install redis-server), ' +
         `or run a Docker engine for testcontainers. (${(err as Error).message})`
     )
+  }
+}
+
+/** EVAL/EVALSHA calls the server has answered (its round trips for scripts). */
+export async function evalCalls(c: Redis): Promise<number> {
+  const info = await c.info('commandstats')
+  return [...info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0)
+}
+
+/**
+ * A real Redis for one test file, with the clients the file opens closed after it. Call at
+ * the top level of the file.
+ */
+export function useRedis(): { readonly redis: TestRedis; client(options?: RedisOptions): Redis; track<T extends { disconnect(): void }>(c: T): T } {
+  let redis: TestRedis | undefined
+  const open: { disconnect(): void }[] = []
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    for (const c of open) c.disconnect()
+    await redis?.stop()
+  })
+  return {
+    get redis() {
+      return redis!
+    },
+    client(options = {}) {
+      const c = new Redis(redis!.url, { commandTimeout: 1000, ...options })
+      c.on('error', () => {})
+      open.push(c)
+      return c
+    },
+    track(c) {
+      open.push(c)
+      return c
+    },
   }
 }

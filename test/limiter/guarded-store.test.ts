@@ -1,35 +1,18 @@
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { GuardedStore } from '../../src/limiter/guarded-store.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import { StoreError } from '../../src/limiter/store-error.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { evalCalls, startRedis, useRedis } from '../helpers/redis.js'
 import { charge } from './store-contract.js'
 
-let redis: TestRedis
-const clients: Redis[] = []
-const client = () => {
-  const c = new Redis(redis.url, { commandTimeout: 1000 })
-  clients.push(c)
-  return c
-}
-beforeAll(async () => {
-  redis = await startRedis()
-})
-afterAll(async () => {
-  for (const c of clients) c.disconnect()
-  await redis.stop()
-})
-
-async function evalCalls(c: Redis): Promise<number> {
-  const info = await c.info('commandstats')
-  return [...info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0)
-}
+const db = useRedis()
+const client = () => db.client()
 
 describe('over-limit cache', () => {
   it('answers a flood on a full window from memory until its retryAt, then asks the store again', async () => {
-    const prefix = `${redis.prefix}shield:`
+    const prefix = `${db.redis.prefix}shield:`
     const store = new GuardedStore(new RedisStore(client(), { prefix }), { onError: 'open' })
     const c = charge(3)
     const t0 = Date.now()
@@ -50,7 +33,7 @@ describe('over-limit cache', () => {
   })
 
   it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
-    const prefix = `${redis.prefix}mirror:`
+    const prefix = `${db.redis.prefix}mirror:`
     const a = new GuardedStore(new RedisStore(client(), { prefix }), { onError: 'open' })
     const b = new RedisStore(client(), { prefix })
     const mirror = new MemoryStore()
@@ -82,7 +65,7 @@ describe('store.on_error', () => {
   const deadClient = () => {
     const d = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 50 })
     d.on('error', () => {})
-    clients.push(d)
+    db.track(d)
     return d
   }
 
@@ -107,7 +90,7 @@ describe('store.on_error', () => {
     try {
       const c1 = new Redis(own.url, { commandTimeout: 100, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
       c1.on('error', () => {})
-      clients.push(c1)
+      db.track(c1)
       const outages: boolean[] = []
       const store = new GuardedStore(new RedisStore(c1, { prefix: 'r:' }), { onError: 'open', onOutage: (d) => outages.push(d) })
       const c = charge(100)
@@ -122,7 +105,7 @@ describe('store.on_error', () => {
       }
       expect(outages).toEqual([true, false])
       const check = new Redis(own.url)
-      clients.push(check)
+      db.track(check)
       expect(await check.exists(`r:${c.key}`)).toBe(1)
     } finally {
       await own.stop()

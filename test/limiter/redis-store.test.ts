@@ -1,35 +1,22 @@
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import { StoreError } from '../../src/limiter/store-error.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { evalCalls, useRedis } from '../helpers/redis.js'
 import { calendarContract, charge, storeContract } from './store-contract.js'
 
-let redis: TestRedis
-const clients: Redis[] = []
+const db = useRedis()
 let made = 0
-
-function client(): Redis {
-  const c = new Redis(redis.url, { enableAutoPipelining: true, commandTimeout: 1000 })
-  clients.push(c)
-  return c
-}
-
-beforeAll(async () => {
-  redis = await startRedis()
-})
-afterAll(async () => {
-  for (const c of clients) c.disconnect()
-  await redis.stop()
-})
+// As in production: auto-pipelining on a single Redis.
+const client = () => db.client({ enableAutoPipelining: true })
 
 // Each store gets its own client, as separate gateway instances would.
-storeContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${redis.prefix}${made++}:` }) })
-calendarContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${redis.prefix}${made++}:` }) })
+storeContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }) })
+calendarContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }) })
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
-    const prefix = `${redis.prefix}mem:`
+    const prefix = `${db.redis.prefix}mem:`
     const store = new RedisStore(client(), { prefix })
     const c = charge(1_000_000)
     const t0 = Date.now()
@@ -42,7 +29,7 @@ describe('RedisStore against a real redis-server', () => {
   })
 
   it('shares counts between stores (instances) on one Redis', async () => {
-    const prefix = `${redis.prefix}shared:`
+    const prefix = `${db.redis.prefix}shared:`
     const stores = [0, 1, 2].map(() => new RedisStore(client(), { prefix }))
     const c = charge(30)
     const t = Date.now()
@@ -52,7 +39,7 @@ describe('RedisStore against a real redis-server', () => {
 
   it('uses one EVALSHA per request for all its windows', async () => {
     const admin = client()
-    const store = new RedisStore(client(), { prefix: `${redis.prefix}rt:` })
+    const store = new RedisStore(client(), { prefix: `${db.redis.prefix}rt:` })
     await store.consume([charge(5)], Date.now()) // loads the script
     const before = await evalCalls(admin)
     for (let i = 0; i < 20; i++) await store.consume([charge(5), charge(10), charge(100, 3_600_000)], Date.now())
@@ -66,34 +53,9 @@ describe('RedisStore against a real redis-server', () => {
   it('throws StoreError when Redis does not answer', async () => {
     const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 100 })
     dead.on('error', () => {})
-    clients.push(dead)
+    db.track(dead)
     const store = new RedisStore(dead, { prefix: 'x:' })
     await expect(store.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
     expect(await store.ready()).toBe(false)
-  })
-})
-
-async function evalCalls(c: Redis): Promise<number> {
-  const info = await c.info('commandstats')
-  let total = 0
-  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) total += Number(m[2])
-  return total
-}
-
-describe('RedisStore: a quota override in the store', () => {
-  it('applies the `quota` field of the limit key from the next call, for every instance', async () => {
-    const prefix = `${redis.prefix}override:`
-    const a = new RedisStore(client(), { prefix })
-    const b = new RedisStore(client(), { prefix })
-    const m = { key: '{t:acme}:month:2026-11', limit: 2, windowMs: 0, endMs: Date.now() + 86_400_000, kind: 'monthly' as const, cls: 'base' as const, team: 'acme', limitKey: '{t:acme}:team' }
-    const now = Date.now()
-    expect((await a.consume([m], now)).allowed).toBe(true)
-    expect((await b.consume([m], now)).allowed).toBe(true)
-    expect((await a.consume([m], now)).allowed).toBe(false)
-    // An admin raises the quota in the store; instance b, whose own view still says 2, admits.
-    await client().hset(`${prefix}{t:acme}:team`, 'quota', 3)
-    const d = await b.consume([m], now)
-    expect(d.allowed).toBe(true)
-    expect(d.windows[0]).toMatchObject({ limit: 3, used: 3, remaining: 0 })
   })
 })
