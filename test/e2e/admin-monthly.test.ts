@@ -89,6 +89,14 @@ describe('monthly quotas (SPEC §5)', () => {
     expect(line.used).toEqual(expect.any(Number))
   })
 
+  it('a call refused by a size limit still counts against the monthly quota (SPEC §4)', async () => {
+    const before = (await admin(a, 'GET', `/v1/usage/base/${SOLO}`)).json.monthly.used as number
+    const r = await send(a.port, { path: rows(SOLO) + '?table_name=T&limit=5000' })
+    expect(r.status).toBe(400)
+    const after = (await admin(a, 'GET', `/v1/usage/base/${SOLO}`)).json.monthly.used as number
+    expect(after).toBe(before + 1)
+  })
+
   it('bases in no team are not charged', async () => {
     await send(a.port, { path: rows(LONE) })
     const line = await a.waitForLog((l) => l.path === rows(LONE))

@@ -164,6 +164,19 @@ describe('forwarding', () => {
     }
   })
 
+  it('keeps upstream connections alive and pooled', async () => {
+    const sockets = new Set<unknown>()
+    const onConnection = (sock: unknown) => sockets.add(sock)
+    up.server.on('connection', onConnection)
+    try {
+      for (let i = 0; i < 40; i++) expect((await send(gw.port, { path: '/api2/ping/' })).status).toBe(200)
+      // 40 sequential calls, each from a new client connection, over one or two upstream ones.
+      expect(sockets.size).toBeLessThanOrEqual(2)
+    } finally {
+      up.server.off('connection', onConnection)
+    }
+  })
+
   it('streams a large response without waiting for its end', async () => {
     let finish!: () => void
     up.handle((_req, res) => {

@@ -43,6 +43,8 @@ describe('graceful restart (SIGTERM)', () => {
       await new Promise((r) => setTimeout(r, 100)) // all 20 accepted by A, waiting on the upstream
       const exit = a.stop('SIGTERM')
       await new Promise((r) => setTimeout(r, 50))
+      // Draining: the proxy port takes no new connection, the admin listener still answers.
+      expect((await send(a.adminPort, { path: '/healthz' })).status).toBe(200)
       const later = Array.from({ length: 20 }, (_, i) => call(100 + i))
       const answers = await Promise.all([...inflight, ...later])
       expect(answers.map((x) => x.status)).toEqual(Array(40).fill(200))

@@ -59,3 +59,21 @@ describe('RedisStore against a real redis-server', () => {
     expect(await store.ready()).toBe(false)
   })
 })
+
+describe('RedisStore: a quota override in the store', () => {
+  it('applies the `quota` field of the limit key from the next call, for every instance', async () => {
+    const prefix = `${db.redis.prefix}override:`
+    const a = new RedisStore(client(), { prefix })
+    const b = new RedisStore(client(), { prefix })
+    const m = { key: '{t:acme}:month:2026-11', limit: 2, windowMs: 0, endMs: Date.now() + 86_400_000, kind: 'monthly' as const, cls: 'base' as const, team: 'acme', limitKey: '{t:acme}:team' }
+    const now = Date.now()
+    expect((await a.consume([m], now)).allowed).toBe(true)
+    expect((await b.consume([m], now)).allowed).toBe(true)
+    expect((await a.consume([m], now)).allowed).toBe(false)
+    // An admin raises the quota in the store; instance b, whose own view still says 2, admits.
+    await client().hset(`${prefix}{t:acme}:team`, 'quota', 3)
+    const d = await b.consume([m], now)
+    expect(d.allowed).toBe(true)
+    expect(d.windows[0]).toMatchObject({ limit: 3, used: 3, remaining: 0 })
+  })
+})
