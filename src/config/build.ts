@@ -81,6 +81,13 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     problems.push({ field: 'admin.host', message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there` })
   }
 
+  const listenPort = file.listen?.port ?? 8080
+  const adminPort = file.admin?.port ?? 9090
+  if (adminPort !== 0 && adminPort === listenPort) {
+    // SPEC §7: the admin listener is never the proxy port.
+    problems.push({ field: 'admin.port', message: `${adminPort} is the proxy's port (listen.port); the admin listener needs its own` })
+  }
+
   const timezone = file.monthly?.timezone ?? 'UTC'
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone })
@@ -112,11 +119,11 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     deployment,
     listen: {
       host: file.listen?.host ?? '0.0.0.0',
-      port: file.listen?.port ?? 8080,
+      port: listenPort,
       headersTimeoutMs: file.listen?.headers_timeout_ms ?? 20_000,
       requestTimeoutMs: file.listen?.request_timeout_ms ?? 300_000,
     },
-    admin: { host: adminHost, port: file.admin?.port ?? 9090, token: adminToken },
+    admin: { host: adminHost, port: adminPort, token: adminToken },
     upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? 60_000 },
     store: {
       url: storeUrl,

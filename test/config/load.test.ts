@@ -106,6 +106,7 @@ describe('parseConfig: every problem named by its field', () => {
     ['bad-urls.yaml', ['upstream.url: "ftp://example" must start with http:// or https://', 'store.url: "http://127.0.0.1:6379" must start with redis:// or rediss://']],
     ['bad-proxy-cidr.yaml', ['client_ip.trusted_proxies[1]: "10.0.0.300/8" is not an IP address or CIDR']],
     ['public-admin-no-token.yaml', ['admin.host: "0.0.0.0" is not loopback; set admin.token to listen there']],
+    ['admin-on-proxy-port.yaml', ["admin.port: 8080 is the proxy's port (listen.port); the admin listener needs its own"]],
     ['missing-var.yaml', ['store.url: ${BASEGATE_TEST_UNSET_VAR} is not set (write ${BASEGATE_TEST_UNSET_VAR:-} for an empty default)']],
   ])('%s', (file, expected) => {
     expect(lines(fixture(file))).toEqual(expected)
