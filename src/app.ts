@@ -10,7 +10,7 @@ import { sizeCheckFor } from './http/size-limits.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import { StoreError } from './limiter/store-error.js'
 import type { Logger } from './observe/log.js'
-import type { Metrics, Outcome } from './observe/metrics.js'
+import { REFUSAL_OF, type Metrics, type Outcome } from './observe/metrics.js'
 import type { UsageSummary } from './observe/summary.js'
 import type { LimiterStore } from './types.js'
 
@@ -36,6 +36,13 @@ export interface Gateway {
 
 const STORE_DOWN = 'the rate-limit store is unavailable; try again shortly'
 
+const MESSAGE: Partial<Record<Outcome, string>> = {
+  rate_limited: 'refused: over limit',
+  monthly_limited: 'refused: monthly quota used up',
+  size_refused: 'refused: size limit',
+  dry_run: 'over a limit (dry-run: forwarded)',
+}
+
 /** The request's way through: normalise → classify → count → refuse or forward → log. */
 export function createGateway(deps: GatewayDeps): Gateway {
   const { store, forwarder, logger, metrics, summary } = deps
@@ -49,6 +56,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     return 'forwarded'
   }
 
+  /** One line, one count, one summary entry per request; the outcome decides level and message. */
   function logLine(
     method: string,
     path: string,
@@ -56,12 +64,12 @@ export function createGateway(deps: GatewayDeps): Gateway {
     status: number,
     started: number,
     upstreamMs: number | null,
-    extra?: Record<string, unknown>,
-    warn = adm.overLimit
+    extra?: Record<string, unknown>
   ): void {
     const w = adm.window
     const m = adm.monthly
     const cls = adm.classification.cls
+    const outcome = outcomeOf(adm, status, extra)
     const line = {
       method,
       path,
@@ -78,20 +86,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
       upstream_ms: upstreamMs === null ? undefined : Math.round(upstreamMs * 100) / 100,
       ...extra,
     }
-    if (!warn) logger.info(line, 'request')
-    else if (extra?.dry_run) logger.warn(line, 'over a limit (dry-run: forwarded)')
-    else if (status === 429) logger.warn(line, m?.refused ? 'refused: monthly quota used up' : 'refused: over limit')
-    else logger.warn(line, 'refused')
+    // SPEC §7: refusals (and dry-run would-be refusals) at warn.
+    if (REFUSAL_OF[outcome] === undefined) logger.info(line, 'request')
+    else logger.warn(line, MESSAGE[outcome])
 
     summary?.record(adm.classification.key)
     if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
     if (metrics) {
-      const outcome = outcomeOf(adm, status, extra)
-      metrics.requests.inc({ class: cls, outcome })
-      if (outcome === 'rate_limited') metrics.refusals.inc({ reason: 'rate' })
-      else if (outcome === 'monthly_limited') metrics.refusals.inc({ reason: 'monthly' })
-      else if (outcome === 'size_refused') metrics.refusals.inc({ reason: 'size' })
-      else if (outcome === 'dry_run') metrics.refusals.inc({ reason: 'dry_run' })
+      metrics.countRequest(cls, outcome)
       if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
       if (m !== null) {
         metrics.monthlyUsed.set({ team: m.team }, m.used)
@@ -111,7 +113,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     if (!norm.ok) {
       fail(400, norm.reason)
       logger.warn({ method: req.method, status: 400, reason: norm.reason }, 'refused: bad path')
-      metrics?.requests.inc({ class: 'unknown', outcome: 'bad_path' })
+      metrics?.countRequest('unknown', 'bad_path')
       return null
     }
     try {
@@ -120,7 +122,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       if (!(err instanceof StoreError)) throw err
       fail(503, STORE_DOWN, { 'retry-after': 1 })
       logger.warn({ method: req.method, path: norm.path, status: 503 }, 'refused: store unavailable')
-      metrics?.requests.inc({ class: 'unknown', outcome: 'store_unavailable' })
+      metrics?.countRequest('unknown', 'store_unavailable')
       return null
     }
   }
@@ -158,7 +160,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
           // A body left unread past max_body_bytes is not read: the connection closes.
           if (r.status === 413) res.setHeader('connection', 'close')
           sendJsonError(res, r.status, r.message, adm.headers)
-          logLine(method, path, adm, r.status, started, null, detail, true)
+          logLine(method, path, adm, r.status, started, null, detail)
           return
         }
         Object.assign(extra, detail, { dry_run: true })
@@ -166,13 +168,12 @@ export function createGateway(deps: GatewayDeps): Gateway {
       body = size.body
     }
 
-    const warn = extra.dry_run === true
     forwarder.forward(
       req,
       res,
       path + query,
       adm.headers,
-      (r) => logLine(method, path, adm, r.status, started, r.upstreamMs, r.error ? { ...extra, upstream_error: r.error } : extra, warn),
+      (r) => logLine(method, path, adm, r.status, started, r.upstreamMs, r.error ? { ...extra, upstream_error: r.error } : extra),
       body
     )
   }

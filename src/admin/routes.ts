@@ -76,11 +76,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
   /** A team's month as the store has it now (monthly window read without charging). */
   async function monthOf(team: Team): Promise<{ used: number; quota: number; reset: number }> {
     const t = now()
-    const snap = holder.current
-    const uuid = team.bases[0]
-    const charge = uuid ? snap.classifier.windowsOfBase(uuid, t).find((x) => x.kind === 'monthly' && x.team === team.id) : undefined
-    if (!charge) return { used: 0, quota: team.quota, reset: 0 }
-    const d = await store.peek([charge], t)
+    const d = await store.peek([holder.current.classifier.monthlyChargeOf(team, t)], t)
     const w = d.windows[0]!
     return { used: w.used, quota: w.limit, reset: Math.ceil(w.resetAtMs / 1000) }
   }

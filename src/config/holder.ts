@@ -12,7 +12,6 @@ import { compileSnapshot, type Snapshot } from './snapshot.js'
  */
 export class ConfigHolder {
   private snap: Snapshot
-  private config: Config
   private teams: ReadonlyMap<string, TeamOverride> = new Map()
 
   constructor(
@@ -20,8 +19,7 @@ export class ConfigHolder {
     config: Config,
     private readonly flags: FlagOverrides
   ) {
-    this.config = applyOverrides(config, flags)
-    this.snap = compileSnapshot(this.config, this.teams)
+    this.snap = compileSnapshot(applyOverrides(config, flags), this.teams)
   }
 
   get current(): Snapshot {
@@ -35,13 +33,12 @@ export class ConfigHolder {
   async reload(): Promise<{ ok: true; config: Config } | { ok: false; problems: ConfigProblem[] }> {
     const result = await loadConfigFile(this.file)
     if (!result.ok) return result
-    this.config = applyOverrides(result.config, this.flags)
-    this.snap = compileSnapshot(this.config, this.teams)
-    return { ok: true, config: this.config }
+    this.snap = compileSnapshot(applyOverrides(result.config, this.flags), this.teams)
+    return { ok: true, config: this.snap.config }
   }
 
   setTeamOverrides(teams: ReadonlyMap<string, TeamOverride>): void {
     this.teams = teams
-    this.snap = compileSnapshot(this.config, teams)
+    this.snap = compileSnapshot(this.snap.config, teams)
   }
 }

@@ -25,6 +25,8 @@ export interface Classifier {
   windowsOfIp(ipKey: string): Charge[]
   /** The team a base belongs to, when monthly quotas are on. */
   teamOf(uuid: string): Team | undefined
+  /** A team's monthly window this month (the one its calls are charged to). */
+  monthlyChargeOf(team: Team, nowMs: number): Charge
 }
 
 /** `{base_uuid}` matches any UUID form; `*` at the end matches any rest; trailing / optional. */
@@ -84,6 +86,7 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
   const teamOf = (uuid: string) => (monthly ? teams.get(uuid) : undefined)
 
   function monthlyCharge(team: Team, cls: RequestClass, nowMs: number): Charge {
+    // The quota is the team's, whatever class charged it: cls only labels the window.
     const month = monthOf(nowMs)
     return {
       key: teamKeys.month(team.id, month.id),
@@ -177,5 +180,5 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
     return out
   }
 
-  return { classify, windowsOfBase, windowsOfIp, teamOf }
+  return { classify, windowsOfBase, windowsOfIp, teamOf, monthlyChargeOf: (team, nowMs) => monthlyCharge(team, 'base', nowMs) }
 }

@@ -51,10 +51,10 @@ export async function admit(
   }
   let monthly: Admission['monthly'] = null
   const charges = classification.charges
-  const last = charges.length - 1
-  if (charges[last]!.kind === 'monthly') {
-    const w = decision.windows[last]!
-    monthly = { team: charges[last]!.team!, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
+  for (let i = 0; i < charges.length; i++) {
+    if (charges[i]!.kind !== 'monthly') continue
+    const w = decision.windows[i]!
+    monthly = { team: charges[i]!.team!, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
   }
   return { classification, clientIp, decision, window: hv, headers, overLimit: !decision.allowed, monthly }
 }

@@ -25,17 +25,20 @@ type LogLine = (
   extra?: Record<string, unknown>
 ) => void
 
-/** Writes a whole HTTP/1.1 answer on a raw socket (no ServerResponse exists for upgrades). */
-function writeRaw(socket: Duplex, status: number, headers: Record<string, string | number | string[]>, body = ''): void {
+/** An HTTP/1.1 response head from a flat [name, value, …] list (no ServerResponse exists for upgrades). */
+function rawHead(status: number, message: string | undefined, pairs: readonly (string | number)[]): string {
+  let head = `HTTP/1.1 ${status} ${message || STATUS_CODES[status] || ''}\r\n`
+  for (let i = 0; i < pairs.length; i += 2) head += `${pairs[i]}: ${pairs[i + 1]}\r\n`
+  return head + '\r\n'
+}
+
+/** Writes a whole answer of ours on the raw socket, and ends it. */
+function writeRaw(socket: Duplex, status: number, headers: Record<string, string | number>, body = ''): void {
   if (!socket.writable) {
     socket.destroy()
     return
   }
-  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`
-  for (const [k, v] of Object.entries(headers)) {
-    for (const one of Array.isArray(v) ? v : [v]) head += `${k}: ${one}\r\n`
-  }
-  socket.end(head + '\r\n' + body)
+  socket.end(rawHead(status, undefined, Object.entries(headers).flat()) + body)
 }
 
 function jsonFail(socket: Duplex) {
@@ -80,24 +83,14 @@ export function createUpgradeHandler(opts: { upstreamUrl: string; logger: Logger
     })
     // The upstream declined the upgrade: relay its answer as is.
     upstreamReq.on('response', (res) => {
-      const headers: Record<string, string | string[]> = {}
-      for (let i = 0; i < res.rawHeaders.length; i += 2) {
-        const k = res.rawHeaders[i]!
-        const prev = headers[k]
-        headers[k] = prev === undefined ? res.rawHeaders[i + 1]! : ([] as string[]).concat(prev, res.rawHeaders[i + 1]!)
-      }
-      let head = `HTTP/1.1 ${res.statusCode} ${res.statusMessage ?? ''}\r\n`
-      for (const [k, v] of Object.entries(headers)) for (const one of [v].flat()) head += `${k}: ${one}\r\n`
-      socket.write(head + '\r\n')
+      socket.write(rawHead(res.statusCode ?? 502, res.statusMessage, res.rawHeaders))
       res.pipe(socket)
       opts.logLine(method, path, adm, res.statusCode ?? 0, started, performance.now() - started)
     })
     upstreamReq.on('upgrade', (res, upstreamSocket, upstreamHead) => {
       const upstreamMs = performance.now() - started
       upstreamReq.setTimeout(0)
-      let out = `HTTP/1.1 ${res.statusCode} ${res.statusMessage ?? 'Switching Protocols'}\r\n`
-      for (let i = 0; i < res.rawHeaders.length; i += 2) out += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`
-      socket.write(out + '\r\n')
+      socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
       if (upstreamHead.length > 0) socket.write(upstreamHead)
       if (head.length > 0) upstreamSocket.write(head)
       upstreamSocket.on('error', () => socket.destroy())

@@ -31,10 +31,6 @@ export class GuardedStore implements LimiterStore {
     this.overLimit = opts.overLimitCache === false ? null : new OverLimitCache()
   }
 
-  get isDown(): boolean {
-    return this.down
-  }
-
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     const cached = this.overLimit?.check(charges, nowMs) ?? null
     if (cached !== null) {

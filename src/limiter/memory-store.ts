@@ -22,11 +22,6 @@ export class MemoryStore implements LimiterStore {
   private readonly entries = new Map<string, Entry>()
   private nextSweepMs = 0
 
-  /** Keys held now (for tests of idle expiry). */
-  get size(): number {
-    return this.entries.size
-  }
-
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     return this.consumeSync(charges, nowMs)
   }

@@ -53,10 +53,6 @@ export class OverLimitCache {
     }
   }
 
-  get size(): number {
-    return this.entries.size
-  }
-
   private evictExpired(nowMs: number): void {
     for (const [k, e] of this.entries) if (e.retryAtMs <= nowMs) this.entries.delete(k)
   }

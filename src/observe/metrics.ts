@@ -12,6 +12,16 @@ export type Outcome =
 
 export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run'
 
+/** The refusal an outcome stands for, if any. */
+export const REFUSAL_OF: Partial<Record<Outcome, RefusalReason>> = {
+  rate_limited: 'rate',
+  monthly_limited: 'monthly',
+  size_refused: 'size',
+  dry_run: 'dry_run',
+}
+
+type Child = { inc(): void }
+
 /** Every metric basegate exposes, in one registry (SPEC §7 /metrics). */
 export class Metrics {
   readonly registry = new Registry()
@@ -66,6 +76,24 @@ export class Metrics {
     labelNames: ['team'] as const,
     registers: [this.registry],
   })
+
+  // Labelled children, made once: prom-client would otherwise hash the label object on every
+  // request.
+  private readonly requestChildren = new Map<string, Child>()
+  private readonly refusalChildren = new Map<RefusalReason, Child>()
+
+  /** One request's outcome: basegate_requests_total, and basegate_refusals_total for a refusal. */
+  countRequest(cls: string, outcome: Outcome): void {
+    const key = `${cls}|${outcome}`
+    let child = this.requestChildren.get(key)
+    if (child === undefined) this.requestChildren.set(key, (child = this.requests.labels(cls, outcome)))
+    child.inc()
+    const reason = REFUSAL_OF[outcome]
+    if (reason === undefined) return
+    let refusal = this.refusalChildren.get(reason)
+    if (refusal === undefined) this.refusalChildren.set(reason, (refusal = this.refusals.labels(reason)))
+    refusal.inc()
+  }
 
   /** Names of every metric (for the dashboard test). */
   names(): string[] {
