@@ -123,6 +123,15 @@ describe('monthly quotas (SPEC §5)', () => {
     expect((await send(a.port, { path: rows(ACME) })).status).toBe(429)
   })
 
+  it('a team whose bases were all moved away still reports its month', async () => {
+    expect((await admin(a, 'PUT', '/v1/teams/acme', { bases: [] })).status).toBe(200)
+    const teams = await admin(b, 'GET', '/v1/teams')
+    const acme = teams.json.teams.find((t: { id: string }) => t.id === 'acme')
+    expect(acme.bases).toEqual([])
+    expect(acme.used).toBe(5)
+    expect((await admin(a, 'DELETE', '/v1/teams/acme')).status).toBe(200)
+  })
+
   it('PUT validates: unknown team 404, bad JSON 400, bad fields 400', async () => {
     expect((await admin(a, 'PUT', '/v1/teams/nobody', { users: 2 })).status).toBe(404)
     const badJson = await admin(a, 'PUT', '/v1/teams/acme', '{"users": ')

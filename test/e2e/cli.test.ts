@@ -1,18 +1,12 @@
 import { fileURLToPath } from 'node:url'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { runOnce, startGateway, testYaml, writeConfig } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { useStubUpstream } from '../helpers/stub-upstream.js'
 
 const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/config/${name}`, import.meta.url))
 
-let up: StubUpstream
-beforeAll(async () => {
-  up = await startStubUpstream()
-})
-afterAll(async () => {
-  await up?.close()
-})
+const up = useStubUpstream()
 
 describe('command line (SPEC §1)', () => {
   it('a bad config exits 2 with one line per problem naming the field', async () => {

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { useStubUpstream } from '../helpers/stub-upstream.js'
 
-let up: StubUpstream
-beforeAll(async () => {
-  up = await startStubUpstream()
-})
-afterAll(async () => {
-  await up?.close()
-})
+const up = useStubUpstream()
 
 describe('dry-run', () => {
   it('forwards calls over the limit, logs them at warn with dry_run, and does not charge them', async () => {

@@ -3,15 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { useStubUpstream } from '../helpers/stub-upstream.js'
 
-let up: StubUpstream
-beforeAll(async () => {
-  up = await startStubUpstream()
-})
-afterAll(async () => {
-  await up?.close()
-})
+const up = useStubUpstream()
 
 const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-2222-4c59-9a51-3e2d7c8b9a10`
 const admin = (port: number, path: string) => send(port, { path })

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { afterAll, beforeAll } from 'vitest'
 
 // A stand-in for the service's server (SERVICE.md shapes), on a free loopback port.
 
@@ -62,5 +63,39 @@ export async function startStubUpstream(): Promise<StubUpstream> {
         server.closeAllConnections()
         server.close(() => r())
       }),
+  }
+}
+
+/**
+ * A stub upstream for one test file: started before its tests, closed after them. Call at
+ * the top level of the file; use it from inside tests.
+ */
+export function useStubUpstream(): StubUpstream {
+  let up: StubUpstream | undefined
+  beforeAll(async () => {
+    up = await startStubUpstream()
+  })
+  afterAll(async () => {
+    await up?.close()
+  })
+  const get = (): StubUpstream => {
+    if (up === undefined) throw new Error('the stub upstream starts in beforeAll; use it inside a test')
+    return up
+  }
+  return {
+    get url() {
+      return get().url
+    },
+    get port() {
+      return get().port
+    },
+    get server() {
+      return get().server
+    },
+    get seen() {
+      return get().seen
+    },
+    handle: (fn) => get().handle(fn),
+    close: () => get().close(),
   }
 }

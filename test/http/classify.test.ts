@@ -10,6 +10,7 @@ function classifier(yaml = '') {
 
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const U32 = '6f1c2a4e0d3b4c599a513e2d7c8b9a10'
+const NOW = Date.parse('2026-11-22T10:00:00Z')
 
 describe('classify: classes (SPEC §3)', () => {
   const c = classifier()
@@ -34,45 +35,45 @@ describe('classify: classes (SPEC §3)', () => {
     ['/seafhttp/files/x', 'other'],
     ['/', 'other'],
   ])('%s is %s', (path, cls) => {
-    expect(c.classify('GET', path, '1.2.3.4').cls).toBe(cls)
+    expect(c.classify('GET', path, '1.2.3.4', NOW).cls).toBe(cls)
   })
 })
 
 describe('classify: keys', () => {
   const c = classifier()
   it.each([U, U.toUpperCase(), U32, U32.toUpperCase()])('every UUID form of one base is one key: %s', (u) => {
-    const r = c.classify('GET', `/api-gateway/api/v2/dtables/${u}/rows/`, '1.2.3.4')
+    const r = c.classify('GET', `/api-gateway/api/v2/dtables/${u}/rows/`, '1.2.3.4', NOW)
     expect(r.key).toBe(`base:${U32}`)
     expect(r.charges.map((x) => x.key)).toEqual([`{b:${U32}}:base:60000`])
   })
 
   it('counts per IP when there is no base UUID', () => {
-    expect(c.classify('GET', '/api2/repos/', '9.9.9.9').key).toBe('ip:9.9.9.9')
-    expect(c.classify('GET', '/api-gateway/api/v2/dtables/not-a-uuid/rows/', '9.9.9.9').key).toBe('ip:9.9.9.9')
+    expect(c.classify('GET', '/api2/repos/', '9.9.9.9', NOW).key).toBe('ip:9.9.9.9')
+    expect(c.classify('GET', '/api-gateway/api/v2/dtables/not-a-uuid/rows/', '9.9.9.9', NOW).key).toBe('ip:9.9.9.9')
     // A UUID that is only part of a segment is not a base.
-    expect(c.classify('GET', `/api-gateway/api/v2/dtables/${U}x/rows/`, '9.9.9.9').key).toBe('ip:9.9.9.9')
+    expect(c.classify('GET', `/api-gateway/api/v2/dtables/${U}x/rows/`, '9.9.9.9', NOW).key).toBe('ip:9.9.9.9')
   })
 
   it('counts each class separately for one base', () => {
-    const gw = c.classify('GET', `/api-gateway/api/v2/dtables/${U}/rows/`, '1.1.1.1')
-    const acct = c.classify('GET', `/api/v2.1/dtables/${U}/`, '1.1.1.1')
+    const gw = c.classify('GET', `/api-gateway/api/v2/dtables/${U}/rows/`, '1.1.1.1', NOW)
+    const acct = c.classify('GET', `/api/v2.1/dtables/${U}/`, '1.1.1.1', NOW)
     expect(gw.key).toBe(acct.key)
     expect(gw.charges[0]!.key).not.toBe(acct.charges[0]!.key)
   })
 
   it('unlimited and exempt calls carry no windows and no headers', () => {
-    expect(c.classify('GET', '/ping', '1.1.1.1')).toMatchObject({ charges: [], emitHeaders: false })
-    expect(c.classify('GET', '/socket.io/', '1.1.1.1')).toMatchObject({ charges: [], emitHeaders: false })
-    expect(c.classify('POST', '/api2/auth-token/', '1.1.1.1')).toMatchObject({ charges: [], emitHeaders: false })
+    expect(c.classify('GET', '/ping', '1.1.1.1', NOW)).toMatchObject({ charges: [], emitHeaders: false })
+    expect(c.classify('GET', '/socket.io/', '1.1.1.1', NOW)).toMatchObject({ charges: [], emitHeaders: false })
+    expect(c.classify('POST', '/api2/auth-token/', '1.1.1.1', NOW)).toMatchObject({ charges: [], emitHeaders: false })
   })
 
   it('headers: gateway puts them on base calls only; all on every limited class; none nowhere', () => {
-    expect(c.classify('GET', `/api-gateway/api/v2/dtables/${U}/`, 'a').emitHeaders).toBe(true)
-    expect(c.classify('GET', '/api2/repos/', 'a').emitHeaders).toBe(false)
+    expect(c.classify('GET', `/api-gateway/api/v2/dtables/${U}/`, 'a', NOW).emitHeaders).toBe(true)
+    expect(c.classify('GET', '/api2/repos/', 'a', NOW).emitHeaders).toBe(false)
     const all = classifier('headers: all')
-    expect(all.classify('GET', '/api2/repos/', 'a').emitHeaders).toBe(true)
+    expect(all.classify('GET', '/api2/repos/', 'a', NOW).emitHeaders).toBe(true)
     const none = classifier('headers: none')
-    expect(none.classify('GET', `/api-gateway/api/v2/dtables/${U}/`, 'a').emitHeaders).toBe(false)
+    expect(none.classify('GET', `/api-gateway/api/v2/dtables/${U}/`, 'a', NOW).emitHeaders).toBe(false)
   })
 })
 
@@ -90,25 +91,25 @@ rate_limits:
   ip_ceiling: 5000/min
 `)
   it('adds a matching rule on its own key, per method', () => {
-    const get = c.classify('GET', `/api-gateway/api/v2/dtables/${U}/rows`, '1.1.1.1')
+    const get = c.classify('GET', `/api-gateway/api/v2/dtables/${U}/rows`, '1.1.1.1', NOW)
     expect(get.charges.map((x) => [x.kind, x.key, x.limit])).toEqual([
       ['class', `{b:${U32}}:base:60000`, 500],
       ['rule', `{b:${U32}}:rule:list-rows:60000`, 100],
       ['rule', `{b:${U32}}:rule:list-rows:3600000`, 6000],
       ['ip_ceiling', '{ip:1.1.1.1}:ceiling:60000', 5000],
     ])
-    const post = c.classify('POST', `/api-gateway/api/v2/dtables/${U}/rows/`, '1.1.1.1')
+    const post = c.classify('POST', `/api-gateway/api/v2/dtables/${U}/rows/`, '1.1.1.1', NOW)
     expect(post.charges.map((x) => x.kind)).toEqual(['class', 'ip_ceiling'])
   })
 
   it('a * at the end matches any rest', () => {
-    const r = c.classify('POST', `/api-gateway/api/v2/dtables/${U.toUpperCase()}/sql`, '1.1.1.1')
+    const r = c.classify('POST', `/api-gateway/api/v2/dtables/${U.toUpperCase()}/sql`, '1.1.1.1', NOW)
     expect(r.charges.some((x) => x.rule === 'any-sql')).toBe(true)
   })
 
   it('the ceiling is charged on API classes only, on the client IP', () => {
-    expect(c.classify('GET', '/api2/repos/', '2.2.2.2').charges.map((x) => x.kind)).toEqual(['class', 'ip_ceiling'])
-    expect(c.classify('GET', '/web/', '2.2.2.2').charges).toEqual([])
+    expect(c.classify('GET', '/api2/repos/', '2.2.2.2', NOW).charges.map((x) => x.kind)).toEqual(['class', 'ip_ceiling'])
+    expect(c.classify('GET', '/web/', '2.2.2.2', NOW).charges).toEqual([])
   })
 
   it('compileRulePath: trailing slash optional, case-insensitive, whole path', () => {

@@ -87,7 +87,7 @@ describe('Redis Cluster: windows across slots', () => {
 
 async function findOwner(slot: number): Promise<number> {
   const c = client()
-  const slots = (await c.cluster('SLOTS')) as [number, number, [string, number]][]
+  const slots = (await c.cluster('SLOTS')) as unknown as [number, number, [string, number]][]
   for (const [from, to, [, port]] of slots) if (slot >= from && slot <= to) return cluster.ports.indexOf(port)
   throw new Error('no owner')
 }
