@@ -60,14 +60,55 @@ describe('command line (SPEC §1)', () => {
     }
   })
 
-  it('warns that an in-memory store counts per process', async () => {
+  it('`npx basegate --config FILE` runs the package command', async () => {
+    const { spawnSync } = await import('node:child_process')
+    const root = fileURLToPath(new URL('../..', import.meta.url))
+    const r = spawnSync('npx', ['--no-install', 'basegate', '--config', fixture('bad-rate.yaml')], { cwd: root, encoding: 'utf8', timeout: 30_000 })
+    expect(r.status).toBe(2)
+    expect(r.stderr).toContain('rate_limits.base: "500/mn" is not a rate')
+  })
+
+  it('warns that an in-memory store counts per process, and is always ready', async () => {
     const gw = await startGateway(testYaml(up.url))
     try {
       const w = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.includes('in this process only'))
       expect(w.level).toBe('warn')
+      expect((await send(gw.adminPort, { path: '/readyz' })).status).toBe(200)
     } finally {
       await gw.stop()
     }
+  })
+
+  it('LOG_LEVEL sets the level: at warn, admitted requests leave no line', async () => {
+    // At warn there is no "listening" line to read the ports from: fix them, wait on /healthz.
+    const { spawn } = await import('node:child_process')
+    const { MAIN } = await import('../helpers/gateway-process.js')
+    const { freePort } = await import('../helpers/redis.js')
+    const [port, adminPort] = [await freePort(), await freePort()]
+    const file = writeConfig(`listen: { host: 127.0.0.1, port: ${port} }\nadmin: { port: ${adminPort} }\nupstream: { url: "${up.url}" }\nrate_limits: { account: 1/min }`)
+    const proc = spawn(process.execPath, [MAIN, '--config', file], { env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    proc.stdout.on('data', (d) => (out += d))
+    try {
+      for (let i = 0; i < 100; i++) {
+        if ((await send(adminPort, { path: '/healthz' }).catch(() => null))?.status === 200) break
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      expect((await send(port, { path: '/api2/repos/' })).status).toBe(200)
+      expect((await send(port, { path: '/api2/repos/' })).status).toBe(429)
+      await new Promise((r) => setTimeout(r, 200))
+      const lines = out.trim().split('\n').map((l) => JSON.parse(l))
+      expect(lines.some((l) => l.status === 429 && l.level === 'warn')).toBe(true)
+      expect(lines.some((l) => l.level === 'info')).toBe(false)
+    } finally {
+      proc.kill('SIGTERM')
+    }
+  })
+
+  it('SIGINT stops it like SIGTERM, exit 0', async () => {
+    const gw = await startGateway(testYaml(up.url))
+    expect(await gw.stop('SIGINT')).toBe(0)
+    expect(gw.logs.some((l) => l.msg === 'stopped')).toBe(true)
   })
 
   it('SIGTERM lets an in-flight request finish, then exits 0', async () => {
