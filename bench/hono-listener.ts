@@ -20,11 +20,19 @@ const { store } = createStore(loaded.config, logger)
 const gateway = createGateway({
   snapshot: () => snap,
   store,
-  forwarder: createForwarder({ url: loaded.config.upstream.url, timeoutMs: loaded.config.upstream.timeoutMs }),
+  forwarder: createForwarder({
+    url: loaded.config.upstream.url,
+    timeoutMs: loaded.config.upstream.timeoutMs,
+  }),
   logger,
   upstreamUrl: loaded.config.upstream.url,
 })
-type Env = { Bindings: { incoming: import('node:http').IncomingMessage; outgoing: import('node:http').ServerResponse } }
+type Env = {
+  Bindings: {
+    incoming: import('node:http').IncomingMessage
+    outgoing: import('node:http').ServerResponse
+  }
+}
 const app = new Hono<Env>()
 app.all('*', (c) => {
   gateway.handleRequest(c.env.incoming, c.env.outgoing)

@@ -8,7 +8,10 @@ import { Redis } from 'ioredis'
 // gives ioredis as the plugin's README shows it; `pipelined` gives it the auto-pipelining
 // basegate uses, so that row compares the gateways alone.
 const [port, upstream, redisUrl, max, flavour] = process.argv.slice(2)
-const redisOptions = flavour === 'pipelined' ? { enableAutoPipelining: true, connectTimeout: 1000, maxRetriesPerRequest: 1 } : {}
+const redisOptions =
+  flavour === 'pipelined'
+    ? { enableAutoPipelining: true, connectTimeout: 1000, maxRetriesPerRequest: 1 }
+    : {}
 const uuidRe = /\/dtables\/([0-9a-f-]{32,36})/i
 
 const app = Fastify({ logger: false })

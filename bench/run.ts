@@ -44,7 +44,10 @@ async function freePort(): Promise<number> {
 }
 
 function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
-  const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(cmd, args, {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   children.push(child)
   return new Promise((resolve, reject) => {
     let buf = ''
@@ -74,7 +77,11 @@ async function stop(child: ChildProcess): Promise<void> {
 function ensureWrk(): boolean {
   if (spawnSync('wrk', ['-v']).error === undefined) return true
   process.stderr.write('wrk not found: installing Debian package wrk\n')
-  const r = spawnSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk'], { stdio: 'inherit' })
+  const r = spawnSync(
+    'sh',
+    ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk'],
+    { stdio: 'inherit' }
+  )
   return r.status === 0 && spawnSync('wrk', ['-v']).error === undefined
 }
 
@@ -111,15 +118,26 @@ function cpuSeconds(pid: number | undefined): number {
   }
 }
 
-async function measure(url: string, script: string, redis: Redis, useWrk: boolean, seconds = SECONDS, pid?: number): Promise<Sample> {
+async function measure(
+  url: string,
+  script: string,
+  redis: Redis,
+  useWrk: boolean,
+  seconds = SECONDS,
+  pid?: number
+): Promise<Sample> {
   const before = await commandStats(redis)
   const cpuBefore = cpuSeconds(pid)
   let rps: number, p50: number, p99: number, requests: number, non2xx: number
   if (useWrk) {
-    const out = execFileSync('wrk', ['-t1', `-c${CONNS}`, `-d${seconds}s`, '--latency', '-s', script, url], {
-      encoding: 'utf8',
-      timeout: (seconds + 30) * 1000,
-    })
+    const out = execFileSync(
+      'wrk',
+      ['-t1', `-c${CONNS}`, `-d${seconds}s`, '--latency', '-s', script, url],
+      {
+        encoding: 'utf8',
+        timeout: (seconds + 30) * 1000,
+      }
+    )
     rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1])
     p50 = toMs(/ 50%\s+(\S+)/.exec(out)![1]!)
     p99 = toMs(/ 99%\s+(\S+)/.exec(out)![1]!)
@@ -127,7 +145,12 @@ async function measure(url: string, script: string, redis: Redis, useWrk: boolea
     non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0)
   } else {
     const autocannon = (await import('autocannon')).default
-    const r = await autocannon({ url, connections: CONNS, duration: seconds, requests: [{ path: script }] })
+    const r = await autocannon({
+      url,
+      connections: CONNS,
+      duration: seconds,
+      requests: [{ path: script }],
+    })
     rps = r.requests.average
     p50 = r.latency.p50
     p99 = r.latency.p99
@@ -168,7 +191,10 @@ request = function()
 end
 `
 // A 1,000-row append (the largest append_rows allows): the body is read, parsed and counted.
-const APPEND_ROWS = Array.from({ length: 1000 }, (_, i) => `{"Name":"row ${i}","Count":${i},"Done":false}`).join(',')
+const APPEND_ROWS = Array.from(
+  { length: 1000 },
+  (_, i) => `{"Name":"row ${i}","Count":${i},"Done":false}`
+).join(',')
 const APPEND_BODY = `{"table_name":"Table1","rows":[${APPEND_ROWS}],"apply_default":false}`
 const APPEND_LUA = `
 wrk.method = "POST"
@@ -180,7 +206,8 @@ request = function()
   return wrk.format(nil, string.format("/api-gateway/api/v2/dtables/%08x-0d3b-4c59-9a51-3e2d7c8b9a10/rows/", (n % 1000) + 1))
 end
 `
-const FLOOD_PATH = '/api-gateway/api/v2/dtables/ffffffff-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1'
+const FLOOD_PATH =
+  '/api-gateway/api/v2/dtables/ffffffff-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1'
 const FLOOD_LUA = `request = function() return wrk.format("GET", "${FLOOD_PATH}") end`
 
 interface Target {
@@ -192,7 +219,11 @@ interface Target {
 async function main(): Promise<void> {
   const useWrk = ensureWrk()
   const redisPort = await freePort()
-  const redisChild = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const redisChild = spawn(
+    'redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' }
+  )
   children.push(redisChild)
   const redisUrl = `redis://127.0.0.1:${redisPort}`
   const redis = new Redis(redisUrl, { retryStrategy: (n) => (n > 50 ? null : 100) })
@@ -203,9 +234,30 @@ async function main(): Promise<void> {
   const upstream = `http://127.0.0.1:${upPort}`
 
   const scenarios = [
-    { name: 'rotating', title: '1,000 rotating base UUIDs, limits that refuse nothing', baseLimit: '10000000/min', max: 10_000_000, lua: ROTATING_LUA, withHono: true },
-    { name: 'flood', title: 'a flood on one base UUID that is over its limit (every answer 429)', baseLimit: '10/min', max: 10, lua: FLOOD_LUA, withHono: false },
-    { name: 'append', title: `POST rows with a 1,000-row body (${APPEND_BODY.length} bytes), 1,000 rotating bases`, baseLimit: '10000000/min', max: 10_000_000, lua: APPEND_LUA, withHono: false },
+    {
+      name: 'rotating',
+      title: '1,000 rotating base UUIDs, limits that refuse nothing',
+      baseLimit: '10000000/min',
+      max: 10_000_000,
+      lua: ROTATING_LUA,
+      withHono: true,
+    },
+    {
+      name: 'flood',
+      title: 'a flood on one base UUID that is over its limit (every answer 429)',
+      baseLimit: '10/min',
+      max: 10,
+      lua: FLOOD_LUA,
+      withHono: false,
+    },
+    {
+      name: 'append',
+      title: `POST rows with a 1,000-row body (${APPEND_BODY.length} bytes), 1,000 rotating bases`,
+      baseLimit: '10000000/min',
+      max: 10_000_000,
+      lua: APPEND_LUA,
+      withHono: false,
+    },
   ]
   const results: Record<string, Record<string, Sample & { rounds: number }>> = {}
 
@@ -223,18 +275,48 @@ async function main(): Promise<void> {
     )
     const procs = [
       await start(process.execPath, [join(DIST, 'src/main.js'), '--config', conf]),
-      await start(process.execPath, [join(DIST, 'bench/peer.js'), String(peerPort), upstream, redisUrl, String(sc.max), 'defaults']),
-      await start(process.execPath, [join(DIST, 'bench/peer.js'), String(peer2Port), upstream, redisUrl, String(sc.max), 'pipelined']),
+      await start(process.execPath, [
+        join(DIST, 'bench/peer.js'),
+        String(peerPort),
+        upstream,
+        redisUrl,
+        String(sc.max),
+        'defaults',
+      ]),
+      await start(process.execPath, [
+        join(DIST, 'bench/peer.js'),
+        String(peer2Port),
+        upstream,
+        redisUrl,
+        String(sc.max),
+        'pipelined',
+      ]),
     ]
-    if (sc.withHono) procs.push(await start(process.execPath, [join(DIST, 'bench/hono-listener.js'), conf, String(honoPort)]))
+    if (sc.withHono)
+      procs.push(
+        await start(process.execPath, [
+          join(DIST, 'bench/hono-listener.js'),
+          conf,
+          String(honoPort),
+        ])
+      )
     const targets: Target[] = [
       { name: 'direct', url: upstream, pid: upChild.pid },
       { name: 'basegate', url: `http://127.0.0.1:${gwPort}`, pid: procs[0]!.pid },
       { name: 'peer', url: `http://127.0.0.1:${peerPort}`, pid: procs[1]!.pid },
       { name: 'peer-pipelined', url: `http://127.0.0.1:${peer2Port}`, pid: procs[2]!.pid },
     ]
-    if (sc.withHono) targets.push({ name: 'basegate-hono', url: `http://127.0.0.1:${honoPort}`, pid: procs[3]!.pid })
-    const script = useWrk ? wrkScript(sc.name, sc.lua) : sc.name === 'flood' ? FLOOD_PATH : '/api-gateway/api/v2/dtables/00000001-0d3b-4c59-9a51-3e2d7c8b9a10/rows/'
+    if (sc.withHono)
+      targets.push({
+        name: 'basegate-hono',
+        url: `http://127.0.0.1:${honoPort}`,
+        pid: procs[3]!.pid,
+      })
+    const script = useWrk
+      ? wrkScript(sc.name, sc.lua)
+      : sc.name === 'flood'
+        ? FLOOD_PATH
+        : '/api-gateway/api/v2/dtables/00000001-0d3b-4c59-9a51-3e2d7c8b9a10/rows/'
 
     // Warm up every target (JIT, pools); for the flood this also pushes the key over.
     for (const t of targets) await measure(t.url, script, redis, useWrk, 1)
@@ -246,7 +328,9 @@ async function main(): Promise<void> {
       for (const t of order) {
         const s = await measure(t.url, script, redis, useWrk, SECONDS, t.pid)
         ;(samples[t.name] ??= []).push(s)
-        process.stderr.write(`${sc.name} round ${round + 1} ${t.name}: ${s.rps.toFixed(0)} req/s cpu ${s.cpuUsPerReq.toFixed(1)} us/req p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms non-2xx ${s.non2xx}\n`)
+        process.stderr.write(
+          `${sc.name} round ${round + 1} ${t.name}: ${s.rps.toFixed(0)} req/s cpu ${s.cpuUsPerReq.toFixed(1)} us/req p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms non-2xx ${s.non2xx}\n`
+        )
       }
     }
     results[sc.name] = {}
@@ -268,14 +352,21 @@ async function main(): Promise<void> {
 
   const lines: string[] = []
   lines.push(`# basegate benchmark`, '')
-  lines.push(`Run ${new Date().toISOString()} on ${process.platform} ${process.arch}, Node ${process.version}, ` +
-    `${useWrk ? 'wrk -t1' : 'autocannon'} with ${CONNS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s per row; medians.`)
-  lines.push('Every process (load generator, upstream, gateways, Redis) shares this machine; compare ratios, not absolutes.', '')
+  lines.push(
+    `Run ${new Date().toISOString()} on ${process.platform} ${process.arch}, Node ${process.version}, ` +
+      `${useWrk ? 'wrk -t1' : 'autocannon'} with ${CONNS} connections, ${ROUNDS} interleaved rounds of ${SECONDS} s per row; medians.`
+  )
+  lines.push(
+    'Every process (load generator, upstream, gateways, Redis) shares this machine; compare ratios, not absolutes.',
+    ''
+  )
   for (const sc of scenarios) {
     const r = results[sc.name]
     if (!r) continue
     lines.push(`## ${sc.name}: ${sc.title}`, '')
-    lines.push('| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) |')
+    lines.push(
+      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) |'
+    )
     lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
     for (const [name, s] of Object.entries(r)) {
       lines.push(
@@ -284,11 +375,26 @@ async function main(): Promise<void> {
     }
     lines.push('')
   }
-  lines.push('Rows: `direct` is the upstream without a gateway; `basegate` is `basegate` with the Redis store; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server.')
+  lines.push(
+    'Rows: `direct` is the upstream without a gateway; `basegate` is `basegate` with the Redis store; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server.'
+  )
   const md = lines.join('\n') + '\n'
   mkdirSync(join(ROOT, 'bench'), { recursive: true })
   writeFileSync(join(ROOT, 'bench/results.md'), md)
-  writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify({ when: new Date().toISOString(), seconds: SECONDS, rounds: ROUNDS, connections: CONNS, results }, null, 2) + '\n')
+  writeFileSync(
+    join(ROOT, 'bench/results.json'),
+    JSON.stringify(
+      {
+        when: new Date().toISOString(),
+        seconds: SECONDS,
+        rounds: ROUNDS,
+        connections: CONNS,
+        results,
+      },
+      null,
+      2
+    ) + '\n'
+  )
   process.stdout.write(md)
   redis.disconnect()
 }

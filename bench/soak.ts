@@ -36,13 +36,20 @@ const freePort = () =>
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 function spawnRedis(port: number): ChildProcess {
-  const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const c = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' }
+  )
   children.push(c)
   return c
 }
 
 function startGateway(conf: string): Promise<ChildProcess> {
-  const c = spawn(process.execPath, [join(ROOT, 'dist/src/main.js'), '--config', conf], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'info' } })
+  const c = spawn(process.execPath, [join(ROOT, 'dist/src/main.js'), '--config', conf], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, LOG_LEVEL: 'info' },
+  })
   children.push(c)
   return new Promise((resolve, reject) => {
     let buf = ''
@@ -106,9 +113,22 @@ async function main(): Promise<void> {
 
   // 400 bases at an even share (under their limit), and one hot base taking a fifth of the
   // traffic (far over it).
-  const bases = Array.from({ length: 400 }, (_, i) => `${(0x50a0 + i).toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`)
+  const bases = Array.from(
+    { length: 400 },
+    (_, i) => `${(0x50a0 + i).toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
+  )
   const agent = new Agent({ connections: CONCURRENCY })
-  const counts = { sent: 0, answered: 0, ok: 0, refused429: 0, status503: 0, status502: 0, status504: 0, status4xx: 0, errors: 0 }
+  const counts = {
+    sent: 0,
+    answered: 0,
+    ok: 0,
+    refused429: 0,
+    status503: 0,
+    status502: 0,
+    status504: 0,
+    status4xx: 0,
+    errors: 0,
+  }
   const events: string[] = []
   const started = Date.now()
   const deadline = started + SECONDS * 1000
@@ -131,7 +151,14 @@ async function main(): Promise<void> {
     const body = kind === 9 ? JSON.stringify({ sql: 'SELECT * FROM T LIMIT 50' }) : undefined
     counts.sent++
     try {
-      const r = await request(`http://127.0.0.1:${port}${path}`, { method, body, dispatcher: agent, headers: body ? { 'content-type': 'application/json' } : {}, headersTimeout: 10_000, bodyTimeout: 10_000 })
+      const r = await request(`http://127.0.0.1:${port}${path}`, {
+        method,
+        body,
+        dispatcher: agent,
+        headers: body ? { 'content-type': 'application/json' } : {},
+        headersTimeout: 10_000,
+        bodyTimeout: 10_000,
+      })
       await r.body.dump()
       counts.answered++
       const s = r.statusCode

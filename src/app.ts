@@ -51,7 +51,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
   function outcomeOf(adm: Admission, status: number, extra?: Record<string, unknown>): Outcome {
     if (extra?.dry_run) return 'dry_run'
     if (extra?.refused === 'size') return 'size_refused'
-    if (status === 429 && adm.overLimit) return adm.monthly?.refused ? 'monthly_limited' : 'rate_limited'
+    if (status === 429 && adm.overLimit)
+      return adm.monthly?.refused ? 'monthly_limited' : 'rate_limited'
     if (extra?.upstream_error) return 'upstream_error'
     return 'forwarded'
   }
@@ -121,7 +122,10 @@ export function createGateway(deps: GatewayDeps): Gateway {
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
       fail(503, STORE_DOWN, { 'retry-after': 1 })
-      logger.warn({ method: req.method, path: norm.path, status: 503 }, 'refused: store unavailable')
+      logger.warn(
+        { method: req.method, path: norm.path, status: 503 },
+        'refused: store unavailable'
+      )
       metrics?.countRequest('unknown', 'store_unavailable')
       return null
     }
@@ -130,7 +134,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now()
     const method = req.method ?? 'GET'
-    const checked = await check(req, (status, message, headers) => sendJsonError(res, status, message, headers ?? null))
+    const checked = await check(req, (status, message, headers) =>
+      sendJsonError(res, status, message, headers ?? null)
+    )
     if (checked === null) return
     const { adm, path, query, snap } = checked
     const dryRunMode = snap.config.mode === 'dry-run'
@@ -155,7 +161,12 @@ export function createGateway(deps: GatewayDeps): Gateway {
       if (size.note) logger.debug({ method, path, note: size.note }, 'size check: not counted')
       if (size.refusal) {
         const r = size.refusal
-        const detail = { refused: 'size', size_limit: r.limitName, count: r.count, error_msg: r.message }
+        const detail = {
+          refused: 'size',
+          size_limit: r.limitName,
+          count: r.count,
+          error_msg: r.message,
+        }
         if (!dryRunMode) {
           // A body left unread past max_body_bytes is not read: the connection closes.
           if (r.status === 413) res.setHeader('connection', 'close')
@@ -173,7 +184,16 @@ export function createGateway(deps: GatewayDeps): Gateway {
       res,
       path + query,
       adm.headers,
-      (r) => logLine(method, path, adm, r.status, started, r.upstreamMs, r.error ? { ...extra, upstream_error: r.error } : extra),
+      (r) =>
+        logLine(
+          method,
+          path,
+          adm,
+          r.status,
+          started,
+          r.upstreamMs,
+          r.error ? { ...extra, upstream_error: r.error } : extra
+        ),
       body
     )
   }
@@ -181,7 +201,10 @@ export function createGateway(deps: GatewayDeps): Gateway {
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     handle(req, res).catch((err: unknown) => {
       // Nothing a request does may crash the process; the client gets a 500 or a closed socket.
-      logger.error({ err: { message: (err as Error)?.message, stack: (err as Error)?.stack } }, 'request failed')
+      logger.error(
+        { err: { message: (err as Error)?.message, stack: (err as Error)?.stack } },
+        'request failed'
+      )
       if (!res.headersSent) sendJsonError(res, 500, 'internal error')
       else res.destroy()
     })

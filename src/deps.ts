@@ -20,7 +20,9 @@ export interface Stores {
 export function createStore(config: Config, logger: Logger, metrics?: Metrics): Stores {
   const s = config.store
   if (s.url === '' && s.cluster.length === 0) {
-    logger.warn('store.url is empty: counters are kept in this process only; instances do not share them')
+    logger.warn(
+      'store.url is empty: counters are kept in this process only; instances do not share them'
+    )
     return { store: new MemoryStore(), overrides: new MemoryOverrideStore(), kind: 'memory' }
   }
   const options: RedisOptions = {
@@ -61,21 +63,28 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
   }
   // ioredis reports every failed reconnect; the guarded store logs the outage once.
   client.on('error', () => {})
-  const store = new GuardedStore(new RedisStore(client, { prefix: s.prefix, cluster: kind === 'cluster' }), {
-    onError: s.onError,
-    onOutage: (down, err) => {
-      if (down) logger.error({ err: { message: (err as Error)?.message }, on_error: s.onError }, 'store unavailable')
-      else logger.info('store available again')
-    },
-    observe: metrics && {
-      call: (seconds, ok) => {
-        metrics.storeDuration.observe(seconds)
-        if (!ok) metrics.storeErrors.inc()
+  const store = new GuardedStore(
+    new RedisStore(client, { prefix: s.prefix, cluster: kind === 'cluster' }),
+    {
+      onError: s.onError,
+      onOutage: (down, err) => {
+        if (down)
+          logger.error(
+            { err: { message: (err as Error)?.message }, on_error: s.onError },
+            'store unavailable'
+          )
+        else logger.info('store available again')
       },
-      fallback: () => metrics.fallbackDecisions.inc(),
-      cached: () => metrics.cachedRefusals.inc(),
-    },
-  })
+      observe: metrics && {
+        call: (seconds, ok) => {
+          metrics.storeDuration.observe(seconds)
+          if (!ok) metrics.storeErrors.inc()
+        },
+        fallback: () => metrics.fallbackDecisions.inc(),
+        cached: () => metrics.cachedRefusals.inc(),
+      },
+    }
+  )
   // Pub/sub needs a connection of its own.
   const subscriber = client.duplicate()
   subscriber.on('error', () => {})

@@ -10,10 +10,13 @@ const port = Number(process.env.BASEGATE_ADMIN_PORT ?? 9090)
 const host = process.env.BASEGATE_ADMIN_HOST ?? '127.0.0.1'
 const token = process.env.BASEGATE_ADMIN_TOKEN ?? ''
 
-const req = request({ host, port, path, timeout: 2000, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
-  res.resume()
-  process.exit(res.statusCode === 200 ? 0 : 1)
-})
+const req = request(
+  { host, port, path, timeout: 2000, headers: token ? { authorization: `Bearer ${token}` } : {} },
+  (res) => {
+    res.resume()
+    process.exit(res.statusCode === 200 ? 0 : 1)
+  }
+)
 req.on('timeout', () => req.destroy())
 req.on('error', () => process.exit(1))
 req.end()

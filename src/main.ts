@@ -81,7 +81,10 @@ async function main(): Promise<void> {
     try {
       holder.setTeamOverrides(await overrides.load())
     } catch (err) {
-      logger.warn({ err: { message: (err as Error).message } }, 'team changes could not be read from the store; the file values apply')
+      logger.warn(
+        { err: { message: (err as Error).message } },
+        'team changes could not be read from the store; the file values apply'
+      )
     }
   }
   await refreshTeams()
@@ -90,10 +93,17 @@ async function main(): Promise<void> {
   const reload = async (source: string) => {
     const r = await holder.reload()
     if (r.ok) logger.info({ file, source }, 'configuration reloaded')
-    else logger.error({ file, source, problems: r.problems.map((p) => `${p.field}: ${p.message}`) }, 'configuration refused; the running one stays')
+    else
+      logger.error(
+        { file, source, problems: r.problems.map((p) => `${p.field}: ${p.message}`) },
+        'configuration refused; the running one stays'
+      )
     return r
   }
-  const forwarder = createForwarder({ url: config.upstream.url, timeoutMs: config.upstream.timeoutMs })
+  const forwarder = createForwarder({
+    url: config.upstream.url,
+    timeoutMs: config.upstream.timeoutMs,
+  })
   const gateway = createGateway({
     snapshot: () => holder.current,
     store,
@@ -112,7 +122,10 @@ async function main(): Promise<void> {
     {
       headersTimeout: headersTimeoutMs,
       requestTimeout: requestTimeoutMs,
-      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs || Infinity) / 4))),
+      connectionsCheckingInterval: Math.max(
+        50,
+        Math.min(1000, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs || Infinity) / 4))
+      ),
     },
     gateway.handleRequest
   )
@@ -121,12 +134,20 @@ async function main(): Promise<void> {
     // Malformed requests (smuggling attempts, oversized headers) and too-slow clients never
     // reach the gateway. Answer as Node would, then close for good: a half-close would let a
     // slowloris client keep the socket by writing on.
-    const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request'
+    const status =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? '408 Request Timeout'
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : '400 Bad Request'
     if (!socket.writable) return socket.destroy()
-    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () => socket.destroy())
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () =>
+      socket.destroy()
+    )
   })
   const admin = createAdaptorServer({
-    fetch: createAdminApp({ holder, store, overrides, metrics, reload: () => reload('admin') }).fetch,
+    fetch: createAdminApp({ holder, store, overrides, metrics, reload: () => reload('admin') })
+      .fetch,
   }) as Server
 
   let proxyAddr: AddressInfo
@@ -166,15 +187,22 @@ async function main(): Promise<void> {
     })
     watcher.on('error', () => {})
   } catch (err) {
-    logger.warn({ err: { message: (err as Error).message } }, 'cannot watch the configuration file; reload with SIGHUP or POST /v1/reload')
+    logger.warn(
+      { err: { message: (err as Error).message } },
+      'cannot watch the configuration file; reload with SIGHUP or POST /v1/reload'
+    )
   }
 
   // SPEC §7: every 60 s, the busiest keys and the teams past 80 % (warn at 100 %).
-  const summaryTimer = setInterval(() => {
-    const line = summary.flush()
-    if (line.teams_over_100.length > 0) logger.warn(line, 'usage summary: a team has used up its monthly quota')
-    else logger.info(line, 'usage summary')
-  }, Number(process.env.BASEGATE_SUMMARY_MS ?? SUMMARY_MS))
+  const summaryTimer = setInterval(
+    () => {
+      const line = summary.flush()
+      if (line.teams_over_100.length > 0)
+        logger.warn(line, 'usage summary: a team has used up its monthly quota')
+      else logger.info(line, 'usage summary')
+    },
+    Number(process.env.BASEGATE_SUMMARY_MS ?? SUMMARY_MS)
+  )
   summaryTimer.unref()
 
   let stopping = false
@@ -190,9 +218,13 @@ async function main(): Promise<void> {
     const sweep = setInterval(() => proxy.closeIdleConnections(), 50)
     proxy.closeIdleConnections()
     const waitTunnels = async (): Promise<void> => {
-      while (gateway.tunnels.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+      while (gateway.tunnels.size > 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 50))
     }
-    await Promise.race([Promise.all([closed, waitTunnels()]), new Promise((r) => setTimeout(r, DRAIN_MS))])
+    await Promise.race([
+      Promise.all([closed, waitTunnels()]),
+      new Promise((r) => setTimeout(r, DRAIN_MS)),
+    ])
     clearInterval(sweep)
     proxy.closeAllConnections()
     for (const t of gateway.tunnels) t.destroy()

@@ -21,7 +21,11 @@ export function maskedConfig(config: Config): unknown {
   return {
     ...config,
     admin: { ...config.admin, token: config.admin.token === '' ? '' : MASK },
-    store: { ...config.store, url: maskUrl(config.store.url), cluster: config.store.cluster.map(maskUrl) },
+    store: {
+      ...config.store,
+      url: maskUrl(config.store.url),
+      cluster: config.store.cluster.map(maskUrl),
+    },
     rateLimits: {
       ...config.rateLimits,
       // Rates as written in the file, not their internal form.

@@ -30,8 +30,12 @@ function sameSecret(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-const fail = (c: Context, status: 400 | 404 | 500 | 503, message: string, extra: Record<string, unknown> = {}) =>
-  c.json({ error_msg: message, ...extra }, status)
+const fail = (
+  c: Context,
+  status: 400 | 404 | 500 | 503,
+  message: string,
+  extra: Record<string, unknown> = {}
+) => c.json({ error_msg: message, ...extra }, status)
 
 function windowJson(charge: Charge, w: WindowState) {
   return {
@@ -57,7 +61,9 @@ export function createAdminApp(deps: AdminDeps): Hono {
     // SPEC §7: every admin call needs `Authorization: Bearer <token>`; anything else is 401.
     const given = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1]?.trim() ?? ''
     if (!sameSecret(given, token)) {
-      return c.json({ error_msg: 'a valid admin bearer token is required' }, 401, { 'www-authenticate': 'Bearer' })
+      return c.json({ error_msg: 'a valid admin bearer token is required' }, 401, {
+        'www-authenticate': 'Bearer',
+      })
     }
     return next()
   })
@@ -70,7 +76,9 @@ export function createAdminApp(deps: AdminDeps): Hono {
 
   app.get('/metrics', async (c) => {
     await refreshMonthlyGauges()
-    return c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType })
+    return c.body(await metrics.registry.metrics(), 200, {
+      'content-type': metrics.registry.contentType,
+    })
   })
 
   /** A team's month as the store has it now (monthly window read without charging). */
@@ -96,8 +104,19 @@ export function createAdminApp(deps: AdminDeps): Hono {
   }
 
   async function teamJson(team: Team) {
-    const m = holder.current.config.monthly.enabled ? await monthOf(team) : { used: 0, quota: team.quota, reset: 0 }
-    return { id: team.id, plan: team.plan, users: team.users, bases: team.bases, quota: m.quota, used: m.used, reset: m.reset, changed: team.changed }
+    const m = holder.current.config.monthly.enabled
+      ? await monthOf(team)
+      : { used: 0, quota: team.quota, reset: 0 }
+    return {
+      id: team.id,
+      plan: team.plan,
+      users: team.users,
+      bases: team.bases,
+      quota: m.quota,
+      used: m.used,
+      reset: m.reset,
+      changed: team.changed,
+    }
   }
 
   async function usage(c: Context, key: string, charges: Charge[]) {
@@ -108,7 +127,13 @@ export function createAdminApp(deps: AdminDeps): Hono {
     for (let i = 0; i < charges.length; i++) {
       const ch = charges[i]!
       const w = d.windows[i]!
-      if (ch.kind === 'monthly') monthly = { team: ch.team!, quota: w.limit, used: w.used, reset: Math.ceil(w.resetAtMs / 1000) }
+      if (ch.kind === 'monthly')
+        monthly = {
+          team: ch.team!,
+          quota: w.limit,
+          used: w.used,
+          reset: Math.ceil(w.resetAtMs / 1000),
+        }
       else windows.push(windowJson(ch, w))
     }
     return c.json({ key, windows, monthly })
@@ -116,7 +141,8 @@ export function createAdminApp(deps: AdminDeps): Hono {
 
   app.get('/v1/usage/base/:uuid', async (c) => {
     const uuid = parseUuid(c.req.param('uuid'))
-    if (uuid === null) return fail(c, 400, `${JSON.stringify(c.req.param('uuid'))} is not a base UUID`)
+    if (uuid === null)
+      return fail(c, 400, `${JSON.stringify(c.req.param('uuid'))} is not a base UUID`)
     return usage(c, `base:${uuid}`, holder.current.classifier.windowsOfBase(uuid, now()))
   })
 
@@ -158,7 +184,8 @@ export function createAdminApp(deps: AdminDeps): Hono {
   app.delete('/v1/teams/:id', async (c) => {
     const id = c.req.param('id')
     const snap = holder.current
-    if (!snap.config.monthly.teams.some((t) => t.id === id)) return fail(c, 404, `no team ${JSON.stringify(id)} in the configuration`)
+    if (!snap.config.monthly.teams.some((t) => t.id === id))
+      return fail(c, 404, `no team ${JSON.stringify(id)} in the configuration`)
     await overrides.delete(id)
     holder.setTeamOverrides(await overrides.load())
     return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
@@ -171,7 +198,13 @@ export function createAdminApp(deps: AdminDeps): Hono {
       return fail(c, 400, 'the configuration was refused; the running one stays', { problems })
     }
     const cfg = holder.current.config
-    return c.json({ reloaded: true, file: holder.file, deployment: cfg.deployment, mode: cfg.mode, teams: holder.current.teams.length })
+    return c.json({
+      reloaded: true,
+      file: holder.file,
+      deployment: cfg.deployment,
+      mode: cfg.mode,
+      teams: holder.current.teams.length,
+    })
   })
 
   app.get('/v1/config', (c) => c.json(maskedConfig(holder.current.config)))
@@ -179,7 +212,10 @@ export function createAdminApp(deps: AdminDeps): Hono {
   app.notFound((c) => c.json({ error_msg: 'not found' }, 404))
   app.onError((err, c) => {
     const storeDown = err.name === 'StoreError'
-    return c.json({ error_msg: storeDown ? 'the store is unavailable' : 'internal error' }, storeDown ? 503 : 500)
+    return c.json(
+      { error_msg: storeDown ? 'the store is unavailable' : 'internal error' },
+      storeDown ? 503 : 500
+    )
   })
   return app
 }
@@ -191,14 +227,19 @@ export function parseTeamChange(
   teams: readonly Team[],
   id: string
 ): { change: TeamOverride } | { error: string } {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return { error: 'the body must be a JSON object {plan?, users?, bases?}' }
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    return { error: 'the body must be a JSON object {plan?, users?, bases?}' }
   const change: TeamOverride = {}
   for (const [k, v] of Object.entries(body)) {
     if (k === 'plan') {
-      if (typeof v !== 'string' || !(v in plans)) return { error: `plan: ${JSON.stringify(v)} is not a plan (${Object.keys(plans).join(', ')})` }
+      if (typeof v !== 'string' || !(v in plans))
+        return {
+          error: `plan: ${JSON.stringify(v)} is not a plan (${Object.keys(plans).join(', ')})`,
+        }
       change.plan = v
     } else if (k === 'users') {
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) return { error: `users: ${JSON.stringify(v)} is not a positive whole number` }
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+        return { error: `users: ${JSON.stringify(v)} is not a positive whole number` }
       change.users = v
     } else if (k === 'bases') {
       if (!Array.isArray(v)) return { error: 'bases: must be a list of base UUIDs' }

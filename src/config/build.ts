@@ -31,7 +31,10 @@ function checkUrl(
     return
   }
   if (!schemes.includes(url.protocol)) {
-    problems.push({ field, message: `${JSON.stringify(value)} must start with ${schemes.map((s) => s + '//').join(' or ')}` })
+    problems.push({
+      field,
+      message: `${JSON.stringify(value)} must start with ${schemes.map((s) => s + '//').join(' or ')}`,
+    })
   }
 }
 
@@ -56,21 +59,34 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   const trusted = file.client_ip?.trusted_proxies ?? []
   trusted.forEach((cidr, i) => {
     const ok = cidr.includes('/') ? ipaddr.isValidCIDR(cidr) : ipaddr.isValid(cidr)
-    if (!ok) problems.push({ field: `client_ip.trusted_proxies[${i}]`, message: `${JSON.stringify(cidr)} is not an IP address or CIDR` })
+    if (!ok)
+      problems.push({
+        field: `client_ip.trusted_proxies[${i}]`,
+        message: `${JSON.stringify(cidr)} is not an IP address or CIDR`,
+      })
   })
 
   const rules: RuleConfig[] = []
   const ruleNames = new Set<string>()
   ;(rl.rules ?? []).forEach((r, i) => {
     if (ruleNames.has(r.name)) {
-      problems.push({ field: `rate_limits.rules[${i}].name`, message: `${JSON.stringify(r.name)} is used by another rule` })
+      problems.push({
+        field: `rate_limits.rules[${i}].name`,
+        message: `${JSON.stringify(r.name)} is used by another rule`,
+      })
     }
     ruleNames.add(r.name)
     const star = r.path.indexOf('*')
     if (star !== -1 && star !== r.path.length - 1) {
-      problems.push({ field: `rate_limits.rules[${i}].path`, message: '* is allowed only at the end' })
+      problems.push({
+        field: `rate_limits.rules[${i}].path`,
+        message: '* is allowed only at the end',
+      })
     }
-    const methods = r.method === undefined ? null : (Array.isArray(r.method) ? r.method : [r.method]).map((m) => m.toUpperCase())
+    const methods =
+      r.method === undefined
+        ? null
+        : (Array.isArray(r.method) ? r.method : [r.method]).map((m) => m.toUpperCase())
     rules.push({ name: r.name, methods, path: r.path, limits: rates(r.limits) })
   })
 
@@ -78,21 +94,30 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   const adminToken = file.admin?.token ?? ''
   if (adminToken === '' && !isLoopback(adminHost)) {
     // SPEC §7: without a token the admin listener binds only to loopback.
-    problems.push({ field: 'admin.host', message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there` })
+    problems.push({
+      field: 'admin.host',
+      message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there`,
+    })
   }
 
   const listenPort = file.listen?.port ?? 8080
   const adminPort = file.admin?.port ?? 9090
   if (adminPort !== 0 && adminPort === listenPort) {
     // SPEC §7: the admin listener is never the proxy port.
-    problems.push({ field: 'admin.port', message: `${adminPort} is the proxy's port (listen.port); the admin listener needs its own` })
+    problems.push({
+      field: 'admin.port',
+      message: `${adminPort} is the proxy's port (listen.port); the admin listener needs its own`,
+    })
   }
 
   const timezone = file.monthly?.timezone ?? 'UTC'
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone })
   } catch {
-    problems.push({ field: 'monthly.timezone', message: `${JSON.stringify(timezone)} is not a time zone` })
+    problems.push({
+      field: 'monthly.timezone',
+      message: `${JSON.stringify(timezone)} is not a time zone`,
+    })
   }
 
   const plans: Record<string, PlanConfig> = { ...DEFAULT_PLANS }
@@ -101,12 +126,24 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   }
   const teamIds = new Set<string>()
   const teams = (file.monthly?.teams ?? []).map((t, i) => {
-    if (teamIds.has(t.id)) problems.push({ field: `monthly.teams[${i}].id`, message: `${JSON.stringify(t.id)} is used by another team` })
+    if (teamIds.has(t.id))
+      problems.push({
+        field: `monthly.teams[${i}].id`,
+        message: `${JSON.stringify(t.id)} is used by another team`,
+      })
     teamIds.add(t.id)
-    if (!(t.plan in plans)) problems.push({ field: `monthly.teams[${i}].plan`, message: `${JSON.stringify(t.plan)} is not a plan` })
+    if (!(t.plan in plans))
+      problems.push({
+        field: `monthly.teams[${i}].plan`,
+        message: `${JSON.stringify(t.plan)} is not a plan`,
+      })
     const bases = t.bases.map((b, j) => {
       const uuid = parseUuid(b)
-      if (uuid === null) problems.push({ field: `monthly.teams[${i}].bases[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
+      if (uuid === null)
+        problems.push({
+          field: `monthly.teams[${i}].bases[${j}]`,
+          message: `${JSON.stringify(b)} is not a base UUID`,
+        })
       return uuid ?? b
     })
     return { id: t.id, plan: t.plan, users: t.users, bases }

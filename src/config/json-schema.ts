@@ -12,13 +12,15 @@ export function limitsJsonSchema(): Record<string, unknown> {
     unrepresentable: 'any',
     override: (ctx) => {
       // The code's refine ("exactly one of calls or calls_per_user"), said in JSON Schema.
-      if (ctx.zodSchema === planSchema) ctx.jsonSchema.oneOf = [{ required: ['calls'] }, { required: ['calls_per_user'] }]
+      if (ctx.zodSchema === planSchema)
+        ctx.jsonSchema.oneOf = [{ required: ['calls'] }, { required: ['calls_per_user'] }]
     },
   }) as Record<string, unknown>
   return {
     ...schema,
     $id: 'https://basegate.dev/schema/limits.schema.json',
     title: 'basegate limits.yaml',
-    description: 'The one configuration file of basegate, a rate-limiting reverse proxy for a self-hosted SeaTable server.',
+    description:
+      'The one configuration file of basegate, a rate-limiting reverse proxy for a self-hosted SeaTable server.',
   }
 }

@@ -10,7 +10,11 @@ export type LoadResult = { ok: true; config: Config } | { ok: false; problems: C
 const VAR_RE = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /** `${VAR}` / `${VAR:-default}` in one string; `$$` is a literal `$`. Unset `${VAR}` is an error. */
-export function expandVars(text: string, env: NodeJS.ProcessEnv, missing: (name: string) => void): string {
+export function expandVars(
+  text: string,
+  env: NodeJS.ProcessEnv,
+  missing: (name: string) => void
+): string {
   return text.replace(VAR_RE, (whole, name: string | undefined, fallback: string | undefined) => {
     if (whole === '$$') return '$'
     const value = env[name!]
@@ -40,25 +44,45 @@ function issueToProblems(issue: $ZodIssue, base: readonly PropertyKey[] = []): C
   const path = [...base, ...issue.path]
   switch (issue.code) {
     case 'unrecognized_keys':
-      return issue.keys.map((k) => ({ field: formatPath([...path, k]), message: 'is not a known key' }))
+      return issue.keys.map((k) => ({
+        field: formatPath([...path, k]),
+        message: 'is not a known key',
+      }))
     case 'invalid_union': {
       // Report the branch that matches the input's kind (a rate or a list of rates).
       const input = (issue as { input?: unknown }).input
       const branches = issue.errors
-      const pick = branches.find((b) => b.some((i) => (Array.isArray(input) ? i.path.length > 0 : i.path.length === 0)))
+      const pick = branches.find((b) =>
+        b.some((i) => (Array.isArray(input) ? i.path.length > 0 : i.path.length === 0))
+      )
       const chosen = pick ?? branches[0] ?? []
-      if (chosen.length === 0 || (chosen[0]?.code === 'invalid_type' && !Array.isArray(input) && typeof input !== 'string')) {
-        return [{ field: formatPath(path), message: `expected a rate or a list of rates, got ${describe(input)}` }]
+      if (
+        chosen.length === 0 ||
+        (chosen[0]?.code === 'invalid_type' && !Array.isArray(input) && typeof input !== 'string')
+      ) {
+        return [
+          {
+            field: formatPath(path),
+            message: `expected a rate or a list of rates, got ${describe(input)}`,
+          },
+        ]
       }
       return chosen.flatMap((i) => issueToProblems(i, path))
     }
     case 'invalid_type': {
       const input = (issue as { input?: unknown }).input
       if (input === undefined) return [{ field: formatPath(path), message: 'is required' }]
-      return [{ field: formatPath(path), message: `expected ${issue.expected}, got ${describe(input)}` }]
+      return [
+        { field: formatPath(path), message: `expected ${issue.expected}, got ${describe(input)}` },
+      ]
     }
     case 'invalid_value':
-      return [{ field: formatPath(path), message: `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe((issue as { input?: unknown }).input)}` }]
+      return [
+        {
+          field: formatPath(path),
+          message: `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe((issue as { input?: unknown }).input)}`,
+        },
+      ]
     default:
       return [{ field: formatPath(path), message: issue.message }]
   }
@@ -68,7 +92,13 @@ function issueToProblems(issue: $ZodIssue, base: readonly PropertyKey[] = []): C
 export function parseConfig(text: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
   if (doc.errors.length > 0) {
-    return { ok: false, problems: doc.errors.map((e) => ({ field: 'limits.yaml', message: e.message.split('\n')[0]! })) }
+    return {
+      ok: false,
+      problems: doc.errors.map((e) => ({
+        field: 'limits.yaml',
+        message: e.message.split('\n')[0]!,
+      })),
+    }
   }
   const problems: ConfigProblem[] = []
   // Expand inside string values only (never in comments), after parsing, so the error can
@@ -80,26 +110,42 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv = process.env):
         path.filter(YAML.isPair).map((p) => (isScalar(p.key) ? String(p.key.value) : '?'))
       )
       const expanded = expandVars(node.value, env, (name) =>
-        problems.push({ field, message: `\${${name}} is not set (write \${${name}:-} for an empty default)` })
+        problems.push({
+          field,
+          message: `\${${name}} is not set (write \${${name}:-} for an empty default)`,
+        })
       )
-      node.value = node.type === Scalar.PLAIN ? YAML.parse(expanded === '' ? '""' : expanded) : expanded
+      node.value =
+        node.type === Scalar.PLAIN ? YAML.parse(expanded === '' ? '""' : expanded) : expanded
     },
   })
   if (problems.length > 0) return { ok: false, problems }
   const raw = doc.toJS() ?? {}
   const parsed = limitsFileSchema.safeParse(raw, { reportInput: true })
-  if (!parsed.success) return { ok: false, problems: parsed.error.issues.flatMap((i) => issueToProblems(i)) }
+  if (!parsed.success)
+    return { ok: false, problems: parsed.error.issues.flatMap((i) => issueToProblems(i)) }
   const built = buildConfig(parsed.data)
   if (!built.config) return { ok: false, problems: built.problems }
   return { ok: true, config: built.config }
 }
 
-export async function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): Promise<LoadResult> {
+export async function loadConfigFile(
+  file: string,
+  env: NodeJS.ProcessEnv = process.env
+): Promise<LoadResult> {
   let text: string
   try {
     text = await readFile(file, 'utf8')
   } catch (err) {
-    return { ok: false, problems: [{ field: file, message: `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})` }] }
+    return {
+      ok: false,
+      problems: [
+        {
+          field: file,
+          message: `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+        },
+      ],
+    }
   }
   return parseConfig(text, env)
 }

@@ -16,7 +16,8 @@ export function parseFlagOverrides(flags: { port?: string; upstream?: string; re
   const overrides: FlagOverrides = {}
   if (flags.port !== undefined) {
     const n = Number(flags.port)
-    if (!/^\d+$/.test(flags.port) || n > 65535) problems.push({ field: '--port', message: `${JSON.stringify(flags.port)} is not a port` })
+    if (!/^\d+$/.test(flags.port) || n > 65535)
+      problems.push({ field: '--port', message: `${JSON.stringify(flags.port)} is not a port` })
     else overrides.port = n
   }
   const url = (name: string, value: string, schemes: string[]): boolean => {
@@ -25,11 +26,16 @@ export function parseFlagOverrides(flags: { port?: string; upstream?: string; re
     } catch {
       /* reported below */
     }
-    problems.push({ field: name, message: `${JSON.stringify(value)} is not a ${schemes.join(' or ')} URL` })
+    problems.push({
+      field: name,
+      message: `${JSON.stringify(value)} is not a ${schemes.join(' or ')} URL`,
+    })
     return false
   }
-  if (flags.upstream !== undefined && url('--upstream', flags.upstream, ['http:', 'https:'])) overrides.upstream = flags.upstream
-  if (flags.redis !== undefined && url('--redis', flags.redis, ['redis:', 'rediss:'])) overrides.redis = flags.redis
+  if (flags.upstream !== undefined && url('--upstream', flags.upstream, ['http:', 'https:']))
+    overrides.upstream = flags.upstream
+  if (flags.redis !== undefined && url('--redis', flags.redis, ['redis:', 'rediss:']))
+    overrides.redis = flags.redis
   return { overrides, problems }
 }
 

@@ -6,7 +6,12 @@ type LimitedClass = Exclude<RequestClass, 'exempt'>
 export const PRESETS: Record<Deployment, Record<LimitedClass, string>> = {
   cloud: { auth_token: '60/min', base: '200/min', account: '1000/min', other: 'unlimited' },
   dedicated: { auth_token: 'unlimited', base: '500/min', account: '3000/min', other: 'unlimited' },
-  'self-hosted': { auth_token: 'unlimited', base: '500/min', account: '3000/min', other: 'unlimited' },
+  'self-hosted': {
+    auth_token: 'unlimited',
+    base: '500/min',
+    account: '3000/min',
+    other: 'unlimited',
+  },
 }
 
 export const DEFAULT_EXEMPT = ['/ping', '/server-info', '/api2/ping', '/api-gateway/api/v2/ping']

@@ -13,9 +13,14 @@ export const RATE_PATTERN = `^\\s*(?:${anyCase('unlimited')}|0*[1-9][0-9]*\\s*/\
 
 const rateText = z
   .string()
-  .regex(new RegExp(RATE_PATTERN), { error: (iss) => `${JSON.stringify(iss.input)} is not a rate`, abort: true })
+  .regex(new RegExp(RATE_PATTERN), {
+    error: (iss) => `${JSON.stringify(iss.input)} is not a rate`,
+    abort: true,
+  })
   // Past the pattern, only a number too large to count exactly is left to refuse.
-  .refine((s) => parseRate(s) !== undefined, { error: (iss) => `${JSON.stringify(iss.input)} is not a rate` })
+  .refine((s) => parseRate(s) !== undefined, {
+    error: (iss) => `${JSON.stringify(iss.input)} is not a rate`,
+  })
   .describe('N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited')
 
 /** A rate, or a non-empty list of rates that all apply. */
@@ -23,7 +28,9 @@ export const rateValue = z.union([rateText, z.array(rateText).min(1)])
 
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().min(1)
-const methodName = z.string().regex(/^[A-Za-z]+$/, { error: (iss) => `${JSON.stringify(iss.input)} is not an HTTP method` })
+const methodName = z
+  .string()
+  .regex(/^[A-Za-z]+$/, { error: (iss) => `${JSON.stringify(iss.input)} is not an HTTP method` })
 
 const rule = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_.-]+$/, { error: 'a rule name is letters, digits, _ . -' }),
@@ -56,7 +63,11 @@ export const limitsFileSchema = z.strictObject({
     })
     .optional(),
   admin: z
-    .strictObject({ host: z.string().min(1).optional(), port: port.optional(), token: z.string().optional() })
+    .strictObject({
+      host: z.string().min(1).optional(),
+      port: port.optional(),
+      token: z.string().optional(),
+    })
     .optional(),
   upstream: z
     .strictObject({ url: z.string().optional(), timeout_ms: positiveInt.optional() })

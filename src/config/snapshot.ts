@@ -15,7 +15,10 @@ export interface Snapshot {
   teams: readonly Team[]
 }
 
-export function compileSnapshot(config: Config, overrides: ReadonlyMap<string, TeamOverride> = new Map()): Snapshot {
+export function compileSnapshot(
+  config: Config,
+  overrides: ReadonlyMap<string, TeamOverride> = new Map()
+): Snapshot {
   const teams = effectiveTeams(config, overrides)
   return {
     config,

@@ -1,6 +1,13 @@
 import { createMonthClock } from '../quota/month.js'
 import { teamKeys, type Team } from '../quota/teams.js'
-import type { Charge, Classification, Config, RateList, RequestClass, RuleConfig } from '../types.js'
+import type {
+  Charge,
+  Classification,
+  Config,
+  RateList,
+  RequestClass,
+  RuleConfig,
+} from '../types.js'
 import { baseUuidOfPath, UUID_PATTERN } from './base-uuid.js'
 
 // SPEC §3, compiled once per configuration: the per-request work is a few string compares,
@@ -63,7 +70,10 @@ function subjectOf(uuid: string | null, team: Team | undefined, ipKey: string): 
   return team === undefined ? `{b:${uuid}}` : `{${teamKeys.tag(team.id)}}:b:${uuid}`
 }
 
-export function compileClassifier(config: Config, teams: ReadonlyMap<string, Team> = new Map()): Classifier {
+export function compileClassifier(
+  config: Config,
+  teams: ReadonlyMap<string, Team> = new Map()
+): Classifier {
   const exempt = new Set(config.exempt.map((p) => wholePath(p.toLowerCase())))
   const classRates: Record<Exclude<RequestClass, 'exempt'>, RateList> = {
     auth_token: config.rateLimits.authToken,
@@ -109,7 +119,12 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
     return 'other'
   }
 
-  function classify(method: string, path: string, clientIpKey: string, nowMs: number): Classification {
+  function classify(
+    method: string,
+    path: string,
+    clientIpKey: string,
+    nowMs: number
+  ): Classification {
     const lowerPath = path.toLowerCase()
     const cls = classOf(lowerPath)
     const uuid = baseUuidOfPath(path)
@@ -120,7 +135,13 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
     const team = uuid === null ? undefined : teamOf(uuid)
     const subject = subjectOf(uuid, team, clientIpKey)
     for (const r of classRates[cls]) {
-      charges.push({ key: storeKeys.cls(subject, cls, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'class', cls })
+      charges.push({
+        key: storeKeys.cls(subject, cls, r.windowMs),
+        limit: r.limit,
+        windowMs: r.windowMs,
+        kind: 'class',
+        cls,
+      })
     }
     for (const rule of rules) {
       if (rule.methods !== null && !rule.methods.has(method)) continue
@@ -139,11 +160,18 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
     // SPEC §3: the ceiling follows the client across every base it touches.
     if (cls !== 'other') {
       for (const r of ipCeiling) {
-        charges.push({ key: storeKeys.ipCeiling(clientIpKey, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'ip_ceiling', cls })
+        charges.push({
+          key: storeKeys.ipCeiling(clientIpKey, r.windowMs),
+          limit: r.limit,
+          windowMs: r.windowMs,
+          kind: 'ip_ceiling',
+          cls,
+        })
       }
     }
     // SPEC §5: base and account calls on a team's base are charged to the team's month.
-    if (team !== undefined && (cls === 'base' || cls === 'account')) charges.push(monthlyCharge(team, cls, nowMs))
+    if (team !== undefined && (cls === 'base' || cls === 'account'))
+      charges.push(monthlyCharge(team, cls, nowMs))
     const emitHeaders =
       charges.length > 0 && (headers === 'all' || (headers === 'gateway' && cls === 'base'))
     return { cls, key, charges, emitHeaders }
@@ -154,11 +182,25 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
     const subject = subjectOf(uuid, team, '')
     const out: Charge[] = []
     for (const cls of ['base', 'account'] as const) {
-      for (const r of classRates[cls]) out.push({ key: storeKeys.cls(subject, cls, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'class', cls })
+      for (const r of classRates[cls])
+        out.push({
+          key: storeKeys.cls(subject, cls, r.windowMs),
+          limit: r.limit,
+          windowMs: r.windowMs,
+          kind: 'class',
+          cls,
+        })
     }
     for (const rule of rules) {
       for (const r of rule.limits) {
-        out.push({ key: storeKeys.rule(subject, rule.name, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'rule', cls: 'base', rule: rule.name })
+        out.push({
+          key: storeKeys.rule(subject, rule.name, r.windowMs),
+          limit: r.limit,
+          windowMs: r.windowMs,
+          kind: 'rule',
+          cls: 'base',
+          rule: rule.name,
+        })
       }
     }
     if (team !== undefined) out.push(monthlyCharge(team, 'base', nowMs))
@@ -169,16 +211,43 @@ export function compileClassifier(config: Config, teams: ReadonlyMap<string, Tea
     const subject = subjectOf(null, undefined, ipKey)
     const out: Charge[] = []
     for (const cls of ['auth_token', 'base', 'account', 'other'] as const) {
-      for (const r of classRates[cls]) out.push({ key: storeKeys.cls(subject, cls, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'class', cls })
+      for (const r of classRates[cls])
+        out.push({
+          key: storeKeys.cls(subject, cls, r.windowMs),
+          limit: r.limit,
+          windowMs: r.windowMs,
+          kind: 'class',
+          cls,
+        })
     }
     for (const rule of rules) {
       for (const r of rule.limits) {
-        out.push({ key: storeKeys.rule(subject, rule.name, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'rule', cls: 'other', rule: rule.name })
+        out.push({
+          key: storeKeys.rule(subject, rule.name, r.windowMs),
+          limit: r.limit,
+          windowMs: r.windowMs,
+          kind: 'rule',
+          cls: 'other',
+          rule: rule.name,
+        })
       }
     }
-    for (const r of ipCeiling) out.push({ key: storeKeys.ipCeiling(ipKey, r.windowMs), limit: r.limit, windowMs: r.windowMs, kind: 'ip_ceiling', cls: 'other' })
+    for (const r of ipCeiling)
+      out.push({
+        key: storeKeys.ipCeiling(ipKey, r.windowMs),
+        limit: r.limit,
+        windowMs: r.windowMs,
+        kind: 'ip_ceiling',
+        cls: 'other',
+      })
     return out
   }
 
-  return { classify, windowsOfBase, windowsOfIp, teamOf, monthlyChargeOf: (team, nowMs) => monthlyCharge(team, 'base', nowMs) }
+  return {
+    classify,
+    windowsOfBase,
+    windowsOfIp,
+    teamOf,
+    monthlyChargeOf: (team, nowMs) => monthlyCharge(team, 'base', nowMs),
+  }
 }

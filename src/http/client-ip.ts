@@ -39,7 +39,8 @@ export interface ClientIpResolver {
 
 export function createClientIpResolver(opts: ClientIpOptions): ClientIpResolver {
   const cidrs = opts.trustedProxies.map(parseCidr)
-  const trusted = (a: Addr): boolean => cidrs.some(([net, bits]) => a.kind() === net.kind() && a.match(net, bits))
+  const trusted = (a: Addr): boolean =>
+    cidrs.some(([net, bits]) => a.kind() === net.kind() && a.match(net, bits))
   const hasTrusted = cidrs.length > 0
 
   function clientIp(peerText: string | undefined, xff: string | string[] | undefined): string {

@@ -14,7 +14,9 @@ export function splitTarget(target: string): { path: string; query: string } {
     if (m) target = target.slice(m[0].length) || '/'
   }
   const q = target.indexOf('?')
-  return q === -1 ? { path: target, query: '' } : { path: target.slice(0, q), query: target.slice(q) }
+  return q === -1
+    ? { path: target, query: '' }
+    : { path: target.slice(0, q), query: target.slice(q) }
 }
 
 /** Fast check: a path with none of `%`, `.`, `//`, `\` needs no work. */
@@ -44,7 +46,8 @@ export function normalizePath(raw: string): NormalizeResult {
     const hex = raw.slice(i + 1, i + 3)
     if (!HEX.test(hex)) return { ok: false, reason: 'the path has a malformed percent-encoding' }
     const code = parseInt(hex, 16)
-    if (code === 0x2f || code === 0x5c) return { ok: false, reason: 'an encoded / or \\ is not allowed in the path' }
+    if (code === 0x2f || code === 0x5c)
+      return { ok: false, reason: 'an encoded / or \\ is not allowed in the path' }
     if (code === 0) return { ok: false, reason: 'a NUL is not allowed in the path' }
     const c = String.fromCharCode(code)
     // Upper-case hex for what stays encoded, so one resource has one spelling.
@@ -60,7 +63,7 @@ export function normalizePath(raw: string): NormalizeResult {
   let trailingSlash = false
   for (let i = 1; i <= last; i++) {
     const seg = segments[i]!
-    if (seg === '' ) {
+    if (seg === '') {
       if (i === last) trailingSlash = true
       continue
     }

@@ -138,7 +138,11 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
           // The upstream dropped the connection mid-answer (or the client left): the client's
           // connection is closed too, so it cannot take a cut body for a whole one.
           res.destroy()
-          return done({ status: res.writableFinished ? res.statusCode : 0, upstreamMs, error: code })
+          return done({
+            status: res.writableFinished ? res.statusCode : 0,
+            upstreamMs,
+            error: code,
+          })
         }
         if (req.destroyed && res.destroyed) return done({ status: 0, upstreamMs, error: code })
         if (code === 'UND_ERR_HEADERS_TIMEOUT') {

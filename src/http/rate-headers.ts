@@ -14,7 +14,10 @@ export interface RateHeaderValues {
  * is used up; then remaining is 0 and reset is the start of the next month, and the limit
  * stays the rate window's (as the service's own headers do).
  */
-export function rateHeaderValues(decision: Decision, charges?: readonly Charge[]): RateHeaderValues | null {
+export function rateHeaderValues(
+  decision: Decision,
+  charges?: readonly Charge[]
+): RateHeaderValues | null {
   const ws = decision.windows
   let pick = -1
   for (let i = 0; i < ws.length; i++) {
@@ -27,7 +30,8 @@ export function rateHeaderValues(decision: Decision, charges?: readonly Charge[]
     const p = ws[pick]!
     const better =
       w.remaining < p.remaining ||
-      (w.remaining === p.remaining && (w.retryAtMs > p.retryAtMs || (w.retryAtMs === p.retryAtMs && w.resetAtMs > p.resetAtMs)))
+      (w.remaining === p.remaining &&
+        (w.retryAtMs > p.retryAtMs || (w.retryAtMs === p.retryAtMs && w.resetAtMs > p.resetAtMs)))
     if (better) pick = i
   }
   let retryAt = 0
@@ -41,7 +45,8 @@ export function rateHeaderValues(decision: Decision, charges?: readonly Charge[]
       : { limit: w.limit, remaining: 0, resetSec: Math.ceil(retryAt / 1000) }
   }
   const p = ws[pick]!
-  if (!decision.allowed) return { limit: p.limit, remaining: 0, resetSec: Math.ceil(retryAt / 1000) }
+  if (!decision.allowed)
+    return { limit: p.limit, remaining: 0, resetSec: Math.ceil(retryAt / 1000) }
   return { limit: p.limit, remaining: p.remaining, resetSec: Math.ceil(p.resetAtMs / 1000) }
 }
 

@@ -30,10 +30,26 @@ export async function admit(
   path: string,
   nowMs: number
 ): Promise<Admission> {
-  const clientIp = snapshot.clientIp.clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'])
-  const classification = snapshot.classifier.classify(req.method ?? 'GET', path, snapshot.clientIp.keyOf(clientIp), nowMs)
+  const clientIp = snapshot.clientIp.clientIp(
+    req.socket.remoteAddress,
+    req.headers['x-forwarded-for']
+  )
+  const classification = snapshot.classifier.classify(
+    req.method ?? 'GET',
+    path,
+    snapshot.clientIp.keyOf(clientIp),
+    nowMs
+  )
   if (classification.charges.length === 0) {
-    return { classification, clientIp, decision: null, window: null, headers: null, overLimit: false, monthly: null }
+    return {
+      classification,
+      clientIp,
+      decision: null,
+      window: null,
+      headers: null,
+      overLimit: false,
+      monthly: null,
+    }
   }
   const decision = await store.consume(classification.charges, nowMs)
   const hv = rateHeaderValues(decision, classification.charges)!
@@ -56,5 +72,13 @@ export async function admit(
     const w = decision.windows[i]!
     monthly = { team: charges[i]!.team!, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
   }
-  return { classification, clientIp, decision, window: hv, headers, overLimit: !decision.allowed, monthly }
+  return {
+    classification,
+    clientIp,
+    decision,
+    window: hv,
+    headers,
+    overLimit: !decision.allowed,
+    monthly,
+  }
 }

@@ -13,7 +13,8 @@ export type BodyRead =
  */
 export function readBodyUpTo(req: IncomingMessage, maxBytes: number): Promise<BodyRead> {
   const declared = req.headers['content-length']
-  if (declared !== undefined && Number(declared) > maxBytes) return Promise.resolve({ kind: 'too_large', chunks: [] })
+  if (declared !== undefined && Number(declared) > maxBytes)
+    return Promise.resolve({ kind: 'too_large', chunks: [] })
   return new Promise((resolve) => {
     const chunks: Buffer[] = []
     let size = 0
@@ -32,7 +33,8 @@ export function readBodyUpTo(req: IncomingMessage, maxBytes: number): Promise<Bo
         done({ kind: 'too_large', chunks })
       }
     }
-    const onEnd = () => done({ kind: 'ok', body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) })
+    const onEnd = () =>
+      done({ kind: 'ok', body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) })
     const onError = () => done({ kind: 'aborted' })
     req.on('data', onData)
     req.on('end', onEnd)
@@ -42,7 +44,10 @@ export function readBodyUpTo(req: IncomingMessage, maxBytes: number): Promise<Bo
 }
 
 /** The body as it was received: what was read, then the rest of the stream (dry-run forwarding). */
-export async function* replayThenRest(chunks: Buffer[], req: IncomingMessage): AsyncGenerator<Buffer> {
+export async function* replayThenRest(
+  chunks: Buffer[],
+  req: IncomingMessage
+): AsyncGenerator<Buffer> {
   for (const c of chunks) yield c
   req.resume()
   for await (const c of req) yield c as Buffer

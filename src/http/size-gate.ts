@@ -39,8 +39,13 @@ export async function checkSize(
   if (read.kind === 'aborted') return { aborted: true }
   if (read.kind === 'too_large') {
     return {
-      body: keepRestForDryRun ? Readable.from(replayThenRest(read.chunks, req), { objectMode: false }) : undefined,
-      refusal: { status: 413, message: `the body is over max_body_bytes (${limits.maxBodyBytes} bytes)` },
+      body: keepRestForDryRun
+        ? Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
+        : undefined,
+      refusal: {
+        status: 413,
+        message: `the body is over max_body_bytes (${limits.maxBodyBytes} bytes)`,
+      },
     }
   }
   let json: unknown
@@ -57,5 +62,13 @@ function judge(count: Count, name: SizeLimitName, limit: number, out: SizeOutcom
   if (count.kind === 'invalid') return { ...out, refusal: { status: 400, message: count.message } }
   if (count.kind === 'none') return count.note ? { ...out, note: count.note } : out
   if (count.count <= limit) return out
-  return { ...out, refusal: { status: 400, message: sizeErrorMessage(name, count.count, limit), limitName: name, count: count.count } }
+  return {
+    ...out,
+    refusal: {
+      status: 400,
+      message: sizeErrorMessage(name, count.count, limit),
+      limitName: name,
+      count: count.count,
+    },
+  }
 }

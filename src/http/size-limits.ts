@@ -35,7 +35,8 @@ export function sizeCheckFor(method: string, path: string): SizeCheck | null {
     const m = ROWS_BY_METHOD[method]
     return m ? { name: m.name, field: m.field, needsBody: true } : null
   }
-  if (lower.endsWith('sql') && method === 'POST' && SQL_RE.test(path)) return { name: 'sql_list', field: null, needsBody: true }
+  if (lower.endsWith('sql') && method === 'POST' && SQL_RE.test(path))
+    return { name: 'sql_list', field: null, needsBody: true }
   return null
 }
 
@@ -80,7 +81,8 @@ export function countBodyArray(body: unknown, field: string): Count {
     return { kind: 'invalid', message: `the body must be a JSON object with an array "${field}"` }
   }
   const value = (body as Record<string, unknown>)[field]
-  if (!Array.isArray(value)) return { kind: 'invalid', message: `the body must have an array "${field}"` }
+  if (!Array.isArray(value))
+    return { kind: 'invalid', message: `the body must have an array "${field}"` }
   return { kind: 'count', count: value.length }
 }
 
@@ -116,7 +118,8 @@ export function countSqlRows(body: unknown): Count {
     return { kind: 'invalid', message: 'the body must be a JSON object with a string "sql"' }
   }
   const sql = (body as Record<string, unknown>).sql
-  if (typeof sql !== 'string') return { kind: 'invalid', message: 'the body must have a string "sql"' }
+  if (typeof sql !== 'string')
+    return { kind: 'invalid', message: 'the body must have a string "sql"' }
   // Without the word there is no LIMIT to count: skip the parse (~0.3 ms).
   if (!/limit/i.test(sql)) return { kind: 'none' }
   let ast: SelectNode | SelectNode[]
@@ -138,7 +141,12 @@ export function countSqlRows(body: unknown): Count {
     if (!node) continue
     let n: number | null = null
     if (node.type === 'number' && typeof node.value === 'number') n = node.value
-    else if (node.type === 'origin' && node.value === '?' && statements.length === 1 && Array.isArray(params)) {
+    else if (
+      node.type === 'origin' &&
+      node.value === '?' &&
+      statements.length === 1 &&
+      Array.isArray(params)
+    ) {
       const fromEnd = limit.value.length - index
       const p = params[params.length - fromEnd]
       if (typeof p === 'number' && Number.isInteger(p)) n = p

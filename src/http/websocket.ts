@@ -26,14 +26,23 @@ type LogLine = (
 ) => void
 
 /** An HTTP/1.1 response head from a flat [name, value, …] list (no ServerResponse exists for upgrades). */
-function rawHead(status: number, message: string | undefined, pairs: readonly (string | number)[]): string {
+function rawHead(
+  status: number,
+  message: string | undefined,
+  pairs: readonly (string | number)[]
+): string {
   let head = `HTTP/1.1 ${status} ${message || STATUS_CODES[status] || ''}\r\n`
   for (let i = 0; i < pairs.length; i += 2) head += `${pairs[i]}: ${pairs[i + 1]}\r\n`
   return head + '\r\n'
 }
 
 /** Writes a whole answer of ours on the raw socket, and ends it. */
-function writeRaw(socket: Duplex, status: number, headers: Record<string, string | number>, body = ''): void {
+function writeRaw(
+  socket: Duplex,
+  status: number,
+  headers: Record<string, string | number>,
+  body = ''
+): void {
   if (!socket.writable) {
     socket.destroy()
     return
@@ -44,11 +53,26 @@ function writeRaw(socket: Duplex, status: number, headers: Record<string, string
 function jsonFail(socket: Duplex) {
   return (status: number, message: string, extra?: Record<string, number>) => {
     const body = JSON.stringify({ error_msg: message })
-    writeRaw(socket, status, { ...extra, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' }, body)
+    writeRaw(
+      socket,
+      status,
+      {
+        ...extra,
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        connection: 'close',
+      },
+      body
+    )
   }
 }
 
-export function createUpgradeHandler(opts: { upstreamUrl: string; logger: Logger; check: Check; logLine: LogLine }) {
+export function createUpgradeHandler(opts: {
+  upstreamUrl: string
+  logger: Logger
+  check: Check
+  logLine: LogLine
+}) {
   const url = new URL(opts.upstreamUrl)
   const basePath = url.pathname.replace(/\/+$/, '')
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest
@@ -62,7 +86,11 @@ export function createUpgradeHandler(opts: { upstreamUrl: string; logger: Logger
     if (checked === null) return
     const { adm, path, query, snap } = checked
     if (adm.overLimit && snap.config.mode === 'enforce') {
-      writeRaw(socket, 429, { ...(adm.headers as Record<string, number>), 'content-length': 0, connection: 'close' })
+      writeRaw(socket, 429, {
+        ...(adm.headers as Record<string, number>),
+        'content-length': 0,
+        connection: 'close',
+      })
       opts.logLine(method, path, adm, 429, started, null)
       return
     }
@@ -75,10 +103,17 @@ export function createUpgradeHandler(opts: { upstreamUrl: string; logger: Logger
       headers: upstreamRequestHeaders(req, true),
       timeout: snap.config.upstream.timeoutMs,
     })
-    upstreamReq.on('timeout', () => upstreamReq.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })))
+    upstreamReq.on('timeout', () =>
+      upstreamReq.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }))
+    )
     upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
       const status = err.code === 'ETIMEDOUT' ? 504 : 502
-      jsonFail(socket)(status, status === 504 ? 'the upstream sent no answer in time' : `the upstream could not be reached (${err.code ?? 'error'})`)
+      jsonFail(socket)(
+        status,
+        status === 504
+          ? 'the upstream sent no answer in time'
+          : `the upstream could not be reached (${err.code ?? 'error'})`
+      )
       opts.logLine(method, path, adm, status, started, null, { upstream_error: err.code })
     })
     // The upstream declined the upgrade: relay its answer as is.
@@ -100,7 +135,15 @@ export function createUpgradeHandler(opts: { upstreamUrl: string; logger: Logger
       socket.pipe(upstreamSocket)
       tunnels.add(socket)
       socket.once('close', () => tunnels.delete(socket))
-      opts.logLine(method, path, adm, 101, started, upstreamMs, adm.overLimit ? { dry_run: true } : undefined)
+      opts.logLine(
+        method,
+        path,
+        adm,
+        101,
+        started,
+        upstreamMs,
+        adm.overLimit ? { dry_run: true } : undefined
+      )
     })
     upstreamReq.end()
   }

@@ -19,4 +19,7 @@ export function toWindowState(
   }
 }
 
-export const ADMIT_NOTHING_TO_CHECK: Decision = Object.freeze({ allowed: true, windows: [] }) as Decision
+export const ADMIT_NOTHING_TO_CHECK: Decision = Object.freeze({
+  allowed: true,
+  windows: [],
+}) as Decision

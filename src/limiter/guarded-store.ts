@@ -27,7 +27,10 @@ export class GuardedStore implements LimiterStore {
   /** Decisions answered from the over-limit cache (for metrics and tests). */
   cachedRefusals = 0
 
-  constructor(private readonly inner: LimiterStore, private readonly opts: GuardedStoreOptions) {
+  constructor(
+    private readonly inner: LimiterStore,
+    private readonly opts: GuardedStoreOptions
+  ) {
     this.overLimit = opts.overLimitCache === false ? null : new OverLimitCache()
   }
 

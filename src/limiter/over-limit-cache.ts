@@ -33,8 +33,22 @@ export class OverLimitCache {
       const e = this.entries.get(c.key)
       return e === undefined
         ? // Not known to be full: its true count is unknown here, so claim no use of it.
-          { limit: c.limit, windowMs: c.windowMs, used: 0, remaining: c.limit, resetAtMs: nowMs, retryAtMs: 0 }
-        : { limit: c.limit, windowMs: c.windowMs, used: c.limit, remaining: 0, resetAtMs: e.retryAtMs, retryAtMs: e.retryAtMs }
+          {
+            limit: c.limit,
+            windowMs: c.windowMs,
+            used: 0,
+            remaining: c.limit,
+            resetAtMs: nowMs,
+            retryAtMs: 0,
+          }
+        : {
+            limit: c.limit,
+            windowMs: c.windowMs,
+            used: c.limit,
+            remaining: 0,
+            resetAtMs: e.retryAtMs,
+            retryAtMs: e.retryAtMs,
+          }
     })
     return { allowed: false, windows }
   }

@@ -31,7 +31,10 @@ const enum Mode {
 export class RedisStore implements LimiterStore {
   private readonly client: ScriptClient
 
-  constructor(client: Redis | Cluster, private readonly opts: RedisStoreOptions) {
+  constructor(
+    client: Redis | Cluster,
+    private readonly opts: RedisStoreOptions
+  ) {
     client.defineCommand('basegateConsume', { lua: SCRIPT })
     this.client = client as ScriptClient
   }
@@ -47,7 +50,15 @@ export class RedisStore implements LimiterStore {
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     if (!this.opts.cluster || charges.length < 2) return this.run(charges, nowMs, Mode.Peek)
     const groups = this.bySlot(charges)
-    const parts = await Promise.all(groups.map((g) => this.run(g.map((i) => charges[i]!), nowMs, Mode.Peek)))
+    const parts = await Promise.all(
+      groups.map((g) =>
+        this.run(
+          g.map((i) => charges[i]!),
+          nowMs,
+          Mode.Peek
+        )
+      )
+    )
     return merge(charges.length, groups, parts)
   }
 
@@ -70,28 +81,52 @@ export class RedisStore implements LimiterStore {
    * earlier ones are refunded (a forced charge of -1 in the same bucket). Until the refund the
    * count is one high, which can only refuse, never admit, a call: SPEC §3 holds.
    */
-  private async consumeAcrossSlots(charges: readonly Charge[], groups: number[][], nowMs: number): Promise<Decision> {
+  private async consumeAcrossSlots(
+    charges: readonly Charge[],
+    groups: number[][],
+    nowMs: number
+  ): Promise<Decision> {
     const parts: Decision[] = []
     for (let g = 0; g < groups.length; g++) {
-      const part = await this.run(groups[g]!.map((i) => charges[i]!), nowMs, Mode.Charge)
+      const part = await this.run(
+        groups[g]!.map((i) => charges[i]!),
+        nowMs,
+        Mode.Charge
+      )
       parts.push(part)
       if (part.allowed) continue
       for (let r = 0; r < g; r++) {
-        await this.run(groups[r]!.map((i) => charges[i]!), nowMs, Mode.Force, -1).catch(() => {})
+        await this.run(
+          groups[r]!.map((i) => charges[i]!),
+          nowMs,
+          Mode.Force,
+          -1
+        ).catch(() => {})
         for (const w of parts[r]!.windows) {
           w.used -= 1
           w.remaining = Math.max(0, w.limit - w.used)
         }
       }
       for (let rest = g + 1; rest < groups.length; rest++) {
-        parts.push(await this.run(groups[rest]!.map((i) => charges[i]!), nowMs, Mode.Peek))
+        parts.push(
+          await this.run(
+            groups[rest]!.map((i) => charges[i]!),
+            nowMs,
+            Mode.Peek
+          )
+        )
       }
       return { ...merge(charges.length, groups, parts), allowed: false }
     }
     return merge(charges.length, groups, parts)
   }
 
-  private async run(charges: readonly Charge[], nowMs: number, mode: Mode, cost = 1): Promise<Decision> {
+  private async run(
+    charges: readonly Charge[],
+    nowMs: number,
+    mode: Mode,
+    cost = 1
+  ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return ADMIT_NOTHING_TO_CHECK
     const prefix = this.opts.prefix

@@ -9,7 +9,9 @@ export type { Logger }
  * wildcard paths it cost ~8 % of the gateway's CPU per request (cpu profile, issue #2).
  * `time` is epoch milliseconds (pino's default; `jq '.time/1000|todate'` reads it).
  */
-export function createLogger(opts: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
+export function createLogger(
+  opts: { level?: string; destination?: pino.DestinationStream } = {}
+): Logger {
   return pino(
     {
       level: opts.level ?? process.env.LOG_LEVEL ?? 'info',

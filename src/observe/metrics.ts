@@ -86,12 +86,14 @@ export class Metrics {
   countRequest(cls: string, outcome: Outcome): void {
     const key = `${cls}|${outcome}`
     let child = this.requestChildren.get(key)
-    if (child === undefined) this.requestChildren.set(key, (child = this.requests.labels(cls, outcome)))
+    if (child === undefined)
+      this.requestChildren.set(key, (child = this.requests.labels(cls, outcome)))
     child.inc()
     const reason = REFUSAL_OF[outcome]
     if (reason === undefined) return
     let refusal = this.refusalChildren.get(reason)
-    if (refusal === undefined) this.refusalChildren.set(reason, (refusal = this.refusals.labels(reason)))
+    if (refusal === undefined)
+      this.refusalChildren.set(reason, (refusal = this.refusals.labels(reason)))
     refusal.inc()
   }
 

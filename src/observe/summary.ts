@@ -48,7 +48,13 @@ export class UsageSummary {
       if (t.used >= t.quota) over100.push({ team, ...t, percent })
       else if (percent >= 80) over80.push({ team, ...t, percent })
     }
-    const line = { interval_s: Math.round((now - this.since) / 1000), requests: this.total, busiest, teams_over_80: over80, teams_over_100: over100 }
+    const line = {
+      interval_s: Math.round((now - this.since) / 1000),
+      requests: this.total,
+      busiest,
+      teams_over_80: over80,
+      teams_over_100: over100,
+    }
     this.calls = new Map()
     this.total = 0
     this.since = now

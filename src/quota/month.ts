@@ -30,10 +30,21 @@ function formatter(timeZone: string): Intl.DateTimeFormat {
 }
 
 /** The wall-clock fields of an instant in a time zone. */
-function wallClock(ms: number, timeZone: string): { y: number; mo: number; d: number; h: number; mi: number; s: number } {
+function wallClock(
+  ms: number,
+  timeZone: string
+): { y: number; mo: number; d: number; h: number; mi: number; s: number } {
   const parts: Record<string, number> = {}
-  for (const p of formatter(timeZone).formatToParts(ms)) if (p.type !== 'literal') parts[p.type] = Number(p.value)
-  return { y: parts.year!, mo: parts.month!, d: parts.day!, h: parts.hour! % 24, mi: parts.minute!, s: parts.second! }
+  for (const p of formatter(timeZone).formatToParts(ms))
+    if (p.type !== 'literal') parts[p.type] = Number(p.value)
+  return {
+    y: parts.year!,
+    mo: parts.month!,
+    d: parts.day!,
+    h: parts.hour! % 24,
+    mi: parts.minute!,
+    s: parts.second!,
+  }
 }
 
 /** The zone's offset from UTC at an instant, in ms (local = UTC + offset). */
@@ -63,7 +74,8 @@ export function monthBounds(nowMs: number, timeZone: string): MonthBounds {
 export function createMonthClock(timeZone: string): (nowMs: number) => MonthBounds {
   let cached: MonthBounds | null = null
   return (nowMs) => {
-    if (cached === null || nowMs >= cached.endMs || nowMs < cached.startMs) cached = monthBounds(nowMs, timeZone)
+    if (cached === null || nowMs >= cached.endMs || nowMs < cached.startMs)
+      cached = monthBounds(nowMs, timeZone)
     return cached
   }
 }

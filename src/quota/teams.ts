@@ -27,13 +27,23 @@ export function quotaOf(plan: PlanConfig | undefined, users: number): number {
 }
 
 /** The effective teams: each file team with its override applied; overrides of teams no longer in the file are ignored. */
-export function effectiveTeams(config: Config, overrides: ReadonlyMap<string, TeamOverride>): Team[] {
+export function effectiveTeams(
+  config: Config,
+  overrides: ReadonlyMap<string, TeamOverride>
+): Team[] {
   return config.monthly.teams.map((t: TeamConfig) => {
     const o = overrides.get(t.id)
     const plan = o?.plan !== undefined && o.plan in config.monthly.plans ? o.plan : t.plan
     const users = o?.users ?? t.users
     const bases = o?.bases ?? t.bases
-    return { id: t.id, plan, users, bases, quota: quotaOf(config.monthly.plans[plan], users), changed: o !== undefined }
+    return {
+      id: t.id,
+      plan,
+      users,
+      bases,
+      quota: quotaOf(config.monthly.plans[plan], users),
+      changed: o !== undefined,
+    }
   })
 }
 

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { expandVars, parseConfig } from '../../src/config/load.js'
 
-const fixture = (name: string) => readFileSync(new URL(`../fixtures/config/${name}`, import.meta.url), 'utf8')
+const fixture = (name: string) =>
+  readFileSync(new URL(`../fixtures/config/${name}`, import.meta.url), 'utf8')
 const lines = (text: string, env: NodeJS.ProcessEnv = {}) => {
   const r = parseConfig(text, env)
   if (r.ok) throw new Error('expected problems')
@@ -19,7 +20,12 @@ describe('parseConfig: defaults and presets', () => {
     expect(c.rateLimits.account.map((x) => x.text)).toEqual(['3000/min'])
     expect(c.rateLimits.authToken).toEqual([])
     expect(c.rateLimits.other).toEqual([])
-    expect(c.listen).toEqual({ host: '0.0.0.0', port: 8080, headersTimeoutMs: 20_000, requestTimeoutMs: 300_000 })
+    expect(c.listen).toEqual({
+      host: '0.0.0.0',
+      port: 8080,
+      headersTimeoutMs: 20_000,
+      requestTimeoutMs: 300_000,
+    })
     expect(c.admin).toEqual({ host: '127.0.0.1', port: 9090, token: '' })
     expect(c.upstream.timeoutMs).toBe(60_000)
     expect(c.store).toMatchObject({ url: '', prefix: 'basegate:', timeoutMs: 100, onError: 'open' })
@@ -44,9 +50,15 @@ describe('parseConfig: defaults and presets', () => {
   })
 
   it('overrides beat the preset; a list of rates all apply', () => {
-    const r = parseConfig('deployment: cloud\nrate_limits: { base: [100/min, 5000/hour], auth_token: unlimited }', {})
+    const r = parseConfig(
+      'deployment: cloud\nrate_limits: { base: [100/min, 5000/hour], auth_token: unlimited }',
+      {}
+    )
     if (!r.ok) throw new Error('bad')
-    expect(r.config.rateLimits.base.map((x) => [x.limit, x.windowMs])).toEqual([[100, 60_000], [5000, 3_600_000]])
+    expect(r.config.rateLimits.base.map((x) => [x.limit, x.windowMs])).toEqual([
+      [100, 60_000],
+      [5000, 3_600_000],
+    ])
     expect(r.config.rateLimits.authToken).toEqual([])
     expect(r.config.rateLimits.account.map((x) => x.text)).toEqual(['1000/min'])
   })
@@ -56,7 +68,10 @@ describe('parseConfig: defaults and presets', () => {
     const shipped = parseConfig(text, {})
     const empty = parseConfig('', {})
     if (!shipped.ok || !empty.ok) throw new Error('bad')
-    expect(shipped.config).toEqual({ ...empty.config, upstream: { ...empty.config.upstream, url: 'http://127.0.0.1:8000' } })
+    expect(shipped.config).toEqual({
+      ...empty.config,
+      upstream: { ...empty.config.upstream, url: 'http://127.0.0.1:8000' },
+    })
   })
 
   it('reads rules with methods, path and limits', () => {
@@ -72,7 +87,10 @@ describe('parseConfig: defaults and presets', () => {
 
 describe('parseConfig: ${VAR} expansion', () => {
   it('expands set variables and defaults, and re-reads unquoted values as YAML', () => {
-    const r = parseConfig('listen:\n  port: ${PORT:-8181}\nstore: { url: "${REDIS_URL:-}", prefix: "${P}x" }', { P: 'bg-' })
+    const r = parseConfig(
+      'listen:\n  port: ${PORT:-8181}\nstore: { url: "${REDIS_URL:-}", prefix: "${P}x" }',
+      { P: 'bg-' }
+    )
     if (!r.ok) throw new Error(JSON.stringify(r.problems))
     expect(r.config.listen.port).toBe(8181)
     expect(r.config.store.url).toBe('')
@@ -98,16 +116,42 @@ describe('parseConfig: every problem named by its field', () => {
     ['bad-rate.yaml', ['rate_limits.base: "500/mn" is not a rate']],
     ['bad-rate-in-list.yaml', ['rate_limits.account[1]: "10/fortnight" is not a rate']],
     ['unknown-key.yaml', ['rate_limit: is not a known key']],
-    ['bad-enum.yaml', [
-      'deployment: must be one of "cloud", "dedicated", "self-hosted", got "on-prem"',
-      'headers: must be one of "gateway", "all", "none", got "some"',
-    ]],
-    ['bad-types.yaml', ['upstream.timeout_ms: expected number, got "soon"', 'exempt: expected array, got "/ping"']],
-    ['bad-urls.yaml', ['upstream.url: "ftp://example" must start with http:// or https://', 'store.url: "http://127.0.0.1:6379" must start with redis:// or rediss://']],
-    ['bad-proxy-cidr.yaml', ['client_ip.trusted_proxies[1]: "10.0.0.300/8" is not an IP address or CIDR']],
-    ['public-admin-no-token.yaml', ['admin.host: "0.0.0.0" is not loopback; set admin.token to listen there']],
-    ['admin-on-proxy-port.yaml', ["admin.port: 8080 is the proxy's port (listen.port); the admin listener needs its own"]],
-    ['missing-var.yaml', ['store.url: ${BASEGATE_TEST_UNSET_VAR} is not set (write ${BASEGATE_TEST_UNSET_VAR:-} for an empty default)']],
+    [
+      'bad-enum.yaml',
+      [
+        'deployment: must be one of "cloud", "dedicated", "self-hosted", got "on-prem"',
+        'headers: must be one of "gateway", "all", "none", got "some"',
+      ],
+    ],
+    [
+      'bad-types.yaml',
+      ['upstream.timeout_ms: expected number, got "soon"', 'exempt: expected array, got "/ping"'],
+    ],
+    [
+      'bad-urls.yaml',
+      [
+        'upstream.url: "ftp://example" must start with http:// or https://',
+        'store.url: "http://127.0.0.1:6379" must start with redis:// or rediss://',
+      ],
+    ],
+    [
+      'bad-proxy-cidr.yaml',
+      ['client_ip.trusted_proxies[1]: "10.0.0.300/8" is not an IP address or CIDR'],
+    ],
+    [
+      'public-admin-no-token.yaml',
+      ['admin.host: "0.0.0.0" is not loopback; set admin.token to listen there'],
+    ],
+    [
+      'admin-on-proxy-port.yaml',
+      ["admin.port: 8080 is the proxy's port (listen.port); the admin listener needs its own"],
+    ],
+    [
+      'missing-var.yaml',
+      [
+        'store.url: ${BASEGATE_TEST_UNSET_VAR} is not set (write ${BASEGATE_TEST_UNSET_VAR:-} for an empty default)',
+      ],
+    ],
   ])('%s', (file, expected) => {
     expect(lines(fixture(file))).toEqual(expected)
   })
@@ -124,14 +168,21 @@ describe('parseConfig: every problem named by its field', () => {
   })
 
   it('cross-field rule checks: duplicate names and * not at the end', () => {
-    const out = lines('rate_limits:\n  rules:\n    - { name: a, path: "/x/*/y", limits: 1/min }\n    - { name: a, path: /z, limits: 1/min }')
-    expect(out).toEqual(['rate_limits.rules[0].path: * is allowed only at the end', 'rate_limits.rules[1].name: "a" is used by another rule'])
+    const out = lines(
+      'rate_limits:\n  rules:\n    - { name: a, path: "/x/*/y", limits: 1/min }\n    - { name: a, path: /z, limits: 1/min }'
+    )
+    expect(out).toEqual([
+      'rate_limits.rules[0].path: * is allowed only at the end',
+      'rate_limits.rules[1].name: "a" is used by another rule',
+    ])
   })
 
   it('bad-monthly.yaml names each field', () => {
     const out = lines(fixture('bad-monthly.yaml'))
     expect(out).toEqual(['monthly.plans.odd: a plan has exactly one of calls or calls_per_user'])
-    const out2 = lines('monthly:\n  timezone: Mars/Olympus\n  teams:\n    - { id: t, plan: gold, bases: [not-a-uuid] }')
+    const out2 = lines(
+      'monthly:\n  timezone: Mars/Olympus\n  teams:\n    - { id: t, plan: gold, bases: [not-a-uuid] }'
+    )
     expect(out2).toEqual([
       'monthly.timezone: "Mars/Olympus" is not a time zone',
       'monthly.teams[0].plan: "gold" is not a plan',
@@ -146,6 +197,8 @@ describe('parseConfig: every problem named by its field', () => {
   })
 
   it('a rate that is neither text nor a list', () => {
-    expect(lines('rate_limits: { base: 500 }')).toEqual(['rate_limits.base: expected a rate or a list of rates, got 500'])
+    expect(lines('rate_limits: { base: 500 }')).toEqual([
+      'rate_limits.base: expected a rate or a list of rates, got 500',
+    ])
   })
 })

@@ -20,7 +20,10 @@ describe('parseRate', () => {
     expect(parseRate('Unlimited')).toBeNull()
   })
 
-  it.each(['500/mn', '500', '/min', '0/min', '-1/min', '1.5/min', '500/week', 'lots'])('refuses %s', (text) => {
-    expect(parseRate(text)).toBeUndefined()
-  })
+  it.each(['500/mn', '500', '/min', '0/min', '-1/min', '1.5/min', '500/week', 'lots'])(
+    'refuses %s',
+    (text) => {
+      expect(parseRate(text)).toBeUndefined()
+    }
+  )
 })

@@ -19,8 +19,15 @@ describe('docker-compose.yml', () => {
   const s = compose.services
 
   it('runs basegate, its Redis, the service server, MariaDB and the server cache, all restarting', () => {
-    expect(Object.keys(s).sort()).toEqual(['basegate', 'basegate-redis', 'mariadb', 'redis', 'seatable'])
-    for (const [name, svc] of Object.entries<Record<string, unknown>>(s)) expect(svc.restart, name).toBe('unless-stopped')
+    expect(Object.keys(s).sort()).toEqual([
+      'basegate',
+      'basegate-redis',
+      'mariadb',
+      'redis',
+      'seatable',
+    ])
+    for (const [name, svc] of Object.entries<Record<string, unknown>>(s))
+      expect(svc.restart, name).toBe('unless-stopped')
     expect(s.seatable.image).toMatch(/^seatable\/seatable-enterprise/)
     expect(s.seatable.volumes).toContain('seatable-data:/shared')
   })
@@ -62,8 +69,12 @@ describe('docker-compose.yml', () => {
 })
 
 describe('Kubernetes manifests', () => {
-  const docs = [...YAML.parseAllDocuments(read('deploy/k8s/basegate.yaml')), ...YAML.parseAllDocuments(read('deploy/k8s/redis.yaml'))].map((d) => d.toJS())
-  const byKind = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name)
+  const docs = [
+    ...YAML.parseAllDocuments(read('deploy/k8s/basegate.yaml')),
+    ...YAML.parseAllDocuments(read('deploy/k8s/redis.yaml')),
+  ].map((d) => d.toJS())
+  const byKind = (kind: string, name: string) =>
+    docs.find((d) => d.kind === kind && d.metadata.name === name)
 
   it('has a Deployment of two or more replicas with probes, resources and the ConfigMap mounted', () => {
     const dep = byKind('Deployment', 'basegate')
@@ -77,7 +88,9 @@ describe('Kubernetes manifests', () => {
     expect(c.readinessProbe.exec.command[2]).toBe('/readyz')
     expect(c.resources.requests.cpu).toBeDefined()
     expect(c.resources.requests.memory).toBeDefined()
-    const vol = dep.spec.template.spec.volumes.find((v: { configMap?: { name: string } }) => v.configMap)
+    const vol = dep.spec.template.spec.volumes.find(
+      (v: { configMap?: { name: string } }) => v.configMap
+    )
     expect(byKind('ConfigMap', vol.configMap.name)).toBeDefined()
     expect(c.volumeMounts[0].mountPath).toBe('/etc/basegate')
     expect(c.args).toContain('/etc/basegate/limits.yaml')
@@ -88,14 +101,20 @@ describe('Kubernetes manifests', () => {
     const r = parseConfig(cm.data['limits.yaml'], { BASEGATE_ADMIN_TOKEN: 'secret' })
     if (!r.ok) throw new Error(JSON.stringify(r.problems))
     const c = byKind('Deployment', 'basegate').spec.template.spec.containers[0]
-    const port = (name: string) => c.ports.find((p: { name: string }) => p.name === name).containerPort
+    const port = (name: string) =>
+      c.ports.find((p: { name: string }) => p.name === name).containerPort
     expect(port('http')).toBe(r.config.listen.port)
     expect(port('admin')).toBe(r.config.admin.port)
     const svc = byKind('Service', 'basegate')
-    expect(svc.spec.ports.map((p: { targetPort: string }) => p.targetPort).sort()).toEqual(['admin', 'http'])
+    expect(svc.spec.ports.map((p: { targetPort: string }) => p.targetPort).sort()).toEqual([
+      'admin',
+      'http',
+    ])
     expect(r.config.store.url).toBe('redis://basegate-redis:6379')
     expect(byKind('Service', 'basegate-redis').spec.ports[0].port).toBe(6379)
-    expect(byKind('StatefulSet', 'basegate-redis').spec.template.spec.containers[0].args).toContain('--appendonly')
+    expect(byKind('StatefulSet', 'basegate-redis').spec.template.spec.containers[0].args).toContain(
+      '--appendonly'
+    )
   })
 })
 
@@ -104,17 +123,28 @@ describe('systemd unit', () => {
   it('reloads with SIGHUP, stops with SIGTERM, and runs the built entry point', () => {
     expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m)
     expect(unit).toMatch(/^KillSignal=SIGTERM$/m)
-    expect(unit).toMatch(/^ExecStart=\S*node \/opt\/basegate\/dist\/src\/main\.js --config \/etc\/basegate\/limits\.yaml$/m)
+    expect(unit).toMatch(
+      /^ExecStart=\S*node \/opt\/basegate\/dist\/src\/main\.js --config \/etc\/basegate\/limits\.yaml$/m
+    )
     expect(unit).toMatch(/^RestartPreventExitStatus=2$/m)
   })
   it('is a well-formed unit, and passes systemd-analyze verify where it is available', () => {
     // Every line is blank, a comment, a [Section] or a Key=Value, in the three sections a service needs.
-    for (const line of unit.split('\n')) expect(line, line).toMatch(/^(|#.*|\[(Unit|Service|Install)\]|[A-Za-z]+=.*)$/)
+    for (const line of unit.split('\n'))
+      expect(line, line).toMatch(/^(|#.*|\[(Unit|Service|Install)\]|[A-Za-z]+=.*)$/)
     expect(unit.match(/^\[(\w+)\]$/gm)).toEqual(['[Unit]', '[Service]', '[Install]'])
     if (spawnSync('systemd-analyze', ['--version']).status !== 0) return
-    const r = spawnSync('systemd-analyze', ['verify', root('deploy/systemd/basegate.service')], { encoding: 'utf8' })
+    const r = spawnSync('systemd-analyze', ['verify', root('deploy/systemd/basegate.service')], {
+      encoding: 'utf8',
+    })
     // A machine without node at /usr/bin/node may say so; nothing else may be reported.
-    expect(r.stderr.split('\n').filter((l) => l.includes('basegate.service') && !/node.*(not executable|No such file)/.test(l))).toEqual([])
+    expect(
+      r.stderr
+        .split('\n')
+        .filter(
+          (l) => l.includes('basegate.service') && !/node.*(not executable|No such file)/.test(l)
+        )
+    ).toEqual([])
   })
 })
 
@@ -129,15 +159,23 @@ describe('Prometheus and Grafana', () => {
   it('the dashboard queries only metric names /metrics really exposes', () => {
     const dash = JSON.parse(read('deploy/grafana/basegate-dashboard.json'))
     const exposed = new Set<string>()
-    for (const name of new Metrics().names()) for (const suffix of ['', '_bucket', '_count', '_sum']) exposed.add(name + suffix)
+    for (const name of new Metrics().names())
+      for (const suffix of ['', '_bucket', '_count', '_sum']) exposed.add(name + suffix)
     const used = new Set<string>()
     for (const panel of dash.panels) {
-      for (const t of panel.targets) for (const m of (t.expr as string).matchAll(/\b(basegate_[a-z_]+)\b/g)) used.add(m[1]!)
+      for (const t of panel.targets)
+        for (const m of (t.expr as string).matchAll(/\b(basegate_[a-z_]+)\b/g)) used.add(m[1]!)
     }
     expect(used.size).toBeGreaterThanOrEqual(8)
     for (const name of used) expect(exposed.has(name), name).toBe(true)
     // Every metric family the issue names has a panel.
-    for (const family of ['basegate_requests_total', 'basegate_refusals_total', 'basegate_monthly_used', 'basegate_store_duration_seconds_bucket', 'basegate_upstream_duration_seconds_bucket']) {
+    for (const family of [
+      'basegate_requests_total',
+      'basegate_refusals_total',
+      'basegate_monthly_used',
+      'basegate_store_duration_seconds_bucket',
+      'basegate_upstream_duration_seconds_bucket',
+    ]) {
       expect(used.has(family), family).toBe(true)
     }
   })

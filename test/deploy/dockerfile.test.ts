@@ -29,7 +29,7 @@ describe('deploy/Dockerfile', () => {
     expect(runtime).toMatch(/^HEALTHCHECK .*"\/healthz"\]$/m)
   })
 
-  it("its runtime steps, run in a scratch directory, give a basegate that starts and passes its healthcheck", async () => {
+  it('its runtime steps, run in a scratch directory, give a basegate that starts and passes its healthcheck', async () => {
     const workdir = join(scratch, /^WORKDIR (\S+)$/m.exec(runtime)![1]!)
     mkdirSync(workdir, { recursive: true })
     const env: NodeJS.ProcessEnv = { ...process.env }
@@ -51,14 +51,21 @@ describe('deploy/Dockerfile', () => {
       if (run) {
         // Keep the machine's npm cache (and use it): a scratch run must not wipe it.
         const cmd = run[1]!.replace('npm cache clean --force', 'true')
-        const r = spawnSync('sh', ['-c', cmd], { cwd: workdir, env: { ...env, npm_config_prefer_offline: 'true' }, encoding: 'utf8', timeout: 170_000 })
+        const r = spawnSync('sh', ['-c', cmd], {
+          cwd: workdir,
+          env: { ...env, npm_config_prefer_offline: 'true' },
+          encoding: 'utf8',
+          timeout: 170_000,
+        })
         expect(r.status, r.stderr).toBe(0)
       }
       const e = /^ENV (\w+)=(\S+)$/.exec(line)
       if (e) env[e[1]!] = e[2]!
     }
     // Only production dependencies were installed.
-    expect(spawnSync('node', ['-e', "require.resolve('vitest')"], { cwd: workdir }).status).not.toBe(0)
+    expect(
+      spawnSync('node', ['-e', "require.resolve('vitest')"], { cwd: workdir }).status
+    ).not.toBe(0)
 
     const up = await startStubUpstream()
     const adminPort = await freePort()
@@ -66,7 +73,11 @@ describe('deploy/Dockerfile', () => {
     const configArg = cmd.indexOf('--config') + 1
     cmd[configArg] = join(scratch, cmd[configArg]!)
     const runEnv = { ...env, BASEGATE_UPSTREAM: up.url, BASEGATE_ADMIN_PORT: String(adminPort) }
-    const proc = spawn(cmd[0]!, [...cmd.slice(1), '--port', '0'], { cwd: workdir, env: runEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    const proc = spawn(cmd[0]!, [...cmd.slice(1), '--port', '0'], {
+      cwd: workdir,
+      env: runEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     try {
       const port = await new Promise<number>((resolve, reject) => {
         let buf = ''
@@ -79,9 +90,16 @@ describe('deploy/Dockerfile', () => {
       })
       expect((await send(port, { path: '/api2/ping/' })).body).toBe('"pong"')
       const health = json(/^HEALTHCHECK .*CMD (\[.+)$/m.exec(runtime)![1]!) as string[]
-      const hc = spawnSync(health[0]!, health.slice(1), { cwd: workdir, env: runEnv, encoding: 'utf8' })
+      const hc = spawnSync(health[0]!, health.slice(1), {
+        cwd: workdir,
+        env: runEnv,
+        encoding: 'utf8',
+      })
       expect(hc.status).toBe(0)
-      const down = spawnSync(health[0]!, health.slice(1), { cwd: workdir, env: { ...runEnv, BASEGATE_ADMIN_PORT: String(await freePort()) } })
+      const down = spawnSync(health[0]!, health.slice(1), {
+        cwd: workdir,
+        env: { ...runEnv, BASEGATE_ADMIN_PORT: String(await freePort()) },
+      })
       expect(down.status).toBe(1)
     } finally {
       proc.kill('SIGTERM')

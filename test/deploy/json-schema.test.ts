@@ -15,7 +15,9 @@ describe('schema/limits.schema.json', () => {
   })
 
   it('limits.yaml points editors at it', () => {
-    expect(readFileSync(root('limits.yaml'), 'utf8').split('\n')[0]).toBe('# yaml-language-server: $schema=./schema/limits.schema.json')
+    expect(readFileSync(root('limits.yaml'), 'utf8').split('\n')[0]).toBe(
+      '# yaml-language-server: $schema=./schema/limits.schema.json'
+    )
   })
 
   const ajv = new Ajv2020({ strict: false, allErrors: true })
@@ -24,9 +26,20 @@ describe('schema/limits.schema.json', () => {
   // The same verdict from the editor's JSON Schema and from the code's schema.
   it.each([
     ['the empty file', ''],
-    ['the shipped defaults, expanded', readFileSync(root('limits.yaml'), 'utf8').replace(/"\$\{[A-Z_]+:-([^}]*)\}"/g, '"$1"').replace(/\$\{BASEGATE_ADMIN_PORT:-(\d+)\}/, '$1')],
-    ['a cloud file with rules', 'deployment: cloud\nrate_limits:\n  base: [100/min, 5000/hour]\n  rules:\n    - { name: list, method: [GET], path: "/x/{base_uuid}/rows/", limits: 10/S }\n  ip_ceiling: 9000/day'],
-    ['monthly teams', 'monthly:\n  enabled: true\n  plans: { gold: { calls_per_user: 9 } }\n  teams: [ { id: a, plan: gold, users: 3, bases: [6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10] } ]'],
+    [
+      'the shipped defaults, expanded',
+      readFileSync(root('limits.yaml'), 'utf8')
+        .replace(/"\$\{[A-Z_]+:-([^}]*)\}"/g, '"$1"')
+        .replace(/\$\{BASEGATE_ADMIN_PORT:-(\d+)\}/, '$1'),
+    ],
+    [
+      'a cloud file with rules',
+      'deployment: cloud\nrate_limits:\n  base: [100/min, 5000/hour]\n  rules:\n    - { name: list, method: [GET], path: "/x/{base_uuid}/rows/", limits: 10/S }\n  ip_ceiling: 9000/day',
+    ],
+    [
+      'monthly teams',
+      'monthly:\n  enabled: true\n  plans: { gold: { calls_per_user: 9 } }\n  teams: [ { id: a, plan: gold, users: 3, bases: [6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10] } ]',
+    ],
   ])('accepts %s', (_name, text) => {
     const doc = YAML.parse(text) ?? {}
     expect(limitsFileSchema.safeParse(doc).success).toBe(true)

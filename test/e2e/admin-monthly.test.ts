@@ -1,7 +1,13 @@
 import { writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { monthBounds } from '../../src/quota/month.js'
-import { runOnce, startGateway, testYaml, writeConfig, type GatewayProcess } from '../helpers/gateway-process.js'
+import {
+  runOnce,
+  startGateway,
+  testYaml,
+  writeConfig,
+  type GatewayProcess,
+} from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
@@ -36,7 +42,13 @@ ${extraTeams}`
   ).replace(/^admin:.*\n/m, '')
 }
 
-async function admin(g: GatewayProcess, method: string, path: string, body?: unknown, headers: Record<string, string> = auth) {
+async function admin(
+  g: GatewayProcess,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = auth
+) {
   const r = await send(g.adminPort, {
     method,
     path,
@@ -44,7 +56,12 @@ async function admin(g: GatewayProcess, method: string, path: string, body?: unk
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   })
   const isJson = String(r.headers['content-type'] ?? '').includes('json')
-  return { status: r.status, json: isJson && r.body ? JSON.parse(r.body) : null, headers: r.headers, text: r.body }
+  return {
+    status: r.status,
+    json: isJson && r.body ? JSON.parse(r.body) : null,
+    headers: r.headers,
+    text: r.body,
+  }
 }
 
 beforeAll(async () => {
@@ -63,7 +80,8 @@ afterAll(async () => {
 describe('monthly quotas (SPEC §5)', () => {
   it('a used-up quota answers the monthly 429 on every instance, with the month in the headers', async () => {
     const statuses: number[] = []
-    for (let i = 0; i < 4; i++) statuses.push((await send(i % 2 ? a.port : b.port, { path: rows(ACME) })).status)
+    for (let i = 0; i < 4; i++)
+      statuses.push((await send(i % 2 ? a.port : b.port, { path: rows(ACME) })).status)
     expect(statuses).toEqual([200, 200, 200, 200])
     const refused = await send(a.port, { path: rows(ACME) })
     const other = await send(b.port, { path: `/api/v2.1/dtables/${ACME}/` }) // account calls count too
@@ -78,7 +96,12 @@ describe('monthly quotas (SPEC §5)', () => {
     expect(Math.abs(retry - (month.endMs - Date.now()) / 1000)).toBeLessThan(5)
     // The warn line says why, with the team's usage.
     const line = await a.waitForLog((l) => l.status === 429 && l.team === 'acme')
-    expect(line).toMatchObject({ level: 'warn', msg: 'refused: monthly quota used up', used: 4, quota: 4 })
+    expect(line).toMatchObject({
+      level: 'warn',
+      msg: 'refused: monthly quota used up',
+      used: 4,
+      quota: 4,
+    })
   })
 
   it('the quota stays hidden from the headers while it lasts, and shows in the log line', async () => {
@@ -107,14 +130,25 @@ describe('monthly quotas (SPEC §5)', () => {
     expect((await send(b.port, { path: rows(ACME) })).status).toBe(429)
     const put = await admin(a, 'PUT', '/v1/teams/acme', { plan: 'plus' })
     expect(put.status).toBe(200)
-    expect(put.json).toMatchObject({ id: 'acme', plan: 'plus', users: 3, quota: 30000, changed: true })
+    expect(put.json).toMatchObject({
+      id: 'acme',
+      plan: 'plus',
+      users: 3,
+      quota: 30000,
+      changed: true,
+    })
     expect(put.json.used).toBeGreaterThanOrEqual(4)
     // No waiting: the very next call on the other instance is admitted.
     const next = await send(b.port, { path: rows(ACME) })
     expect(next.status).toBe(200)
     const teams = await admin(b, 'GET', '/v1/teams')
     const acme = teams.json.teams.find((t: { id: string }) => t.id === 'acme')
-    expect(acme).toMatchObject({ plan: 'plus', quota: 30000, changed: true, bases: [ACME.replace(/-/g, '')] })
+    expect(acme).toMatchObject({
+      plan: 'plus',
+      quota: 30000,
+      changed: true,
+      bases: [ACME.replace(/-/g, '')],
+    })
     expect(acme.used).toBe(5)
 
     const del = await admin(b, 'DELETE', '/v1/teams/acme')
@@ -148,8 +182,14 @@ describe('admin API (SPEC §7)', () => {
   it('needs the bearer token on every call', async () => {
     for (const path of ['/healthz', '/readyz', '/metrics', '/v1/teams', '/v1/config']) {
       expect((await admin(a, 'GET', path, undefined, {})).status, path).toBe(401)
-      expect((await admin(a, 'GET', path, undefined, { authorization: 'Bearer wrong' })).status, path).toBe(401)
-      expect((await admin(a, 'GET', path, undefined, { authorization: `Basic ${TOKEN}` })).status, path).toBe(401)
+      expect(
+        (await admin(a, 'GET', path, undefined, { authorization: 'Bearer wrong' })).status,
+        path
+      ).toBe(401)
+      expect(
+        (await admin(a, 'GET', path, undefined, { authorization: `Basic ${TOKEN}` })).status,
+        path
+      ).toBe(401)
       expect((await admin(a, 'GET', path)).status, path).toBe(200)
     }
     const r = await admin(a, 'GET', '/v1/teams', undefined, {})
@@ -183,7 +223,9 @@ describe('admin API (SPEC §7)', () => {
     expect(r.headers['content-type']).toContain('text/plain')
     const lines = r.text.split('\n').filter((l) => l !== '')
     for (const l of lines) {
-      expect(l, l).toMatch(/^(# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*|[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? -?[0-9.e+-]+|[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? (NaN|\+Inf|-Inf))$/)
+      expect(l, l).toMatch(
+        /^(# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*|[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? -?[0-9.e+-]+|[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? (NaN|\+Inf|-Inf))$/
+      )
     }
     expect(r.text).toMatch(/basegate_requests_total\{class="base",outcome="forwarded"\} \d+/)
     expect(r.text).toMatch(/basegate_requests_total\{class="base",outcome="monthly_limited"\} \d+/)
@@ -226,7 +268,10 @@ describe('live reload (SPEC §2)', () => {
       expect(bad.json.problems).toEqual(['rate_limits.account: "5/mn" is not a rate'])
       expect(bad.json.error_msg).toEqual(expect.any(String))
       expect((await send(g.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('5')
-      writeFileSync(g.configFile, testYaml(up.url, 'rate_limits: { account: 50/min }\nheaders: all'))
+      writeFileSync(
+        g.configFile,
+        testYaml(up.url, 'rate_limits: { account: 50/min }\nheaders: all')
+      )
       const good = await admin(g, 'POST', '/v1/reload', undefined, {})
       expect(good.status).toBe(200)
       expect(good.json.reloaded).toBe(true)
@@ -242,7 +287,10 @@ describe('live reload (SPEC §2)', () => {
     const g = await startGateway(testYaml(up.url, 'rate_limits: { account: 5/min }\nheaders: all'))
     try {
       writeFileSync(g.configFile, testYaml(up.url, 'rate_limits: { account: 7/min }\nheaders: all'))
-      await g.waitForLog((l) => l.msg === 'configuration reloaded' && l.source === 'file change', 5000)
+      await g.waitForLog(
+        (l) => l.msg === 'configuration reloaded' && l.source === 'file change',
+        5000
+      )
       expect((await send(g.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('7')
     } finally {
       await g.stop()
@@ -288,7 +336,12 @@ describe('the summary line', () => {
     )
     try {
       for (let i = 0; i < 3; i++) await send(g.port, { path: rows(LONE) })
-      const line = await g.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('usage summary') && (l.requests as number) > 0)
+      const line = await g.waitForLog(
+        (l) =>
+          typeof l.msg === 'string' &&
+          l.msg.startsWith('usage summary') &&
+          (l.requests as number) > 0
+      )
       expect(line.level).toBe('warn')
       expect(line.busiest).toEqual([{ key: `base:${LONE.replace(/-/g, '')}`, calls: 3 }])
       expect(line.teams_over_100).toEqual([{ team: 't2', used: 2, quota: 2, percent: 100 }])

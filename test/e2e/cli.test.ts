@@ -4,7 +4,8 @@ import { runOnce, startGateway, testYaml, writeConfig } from '../helpers/gateway
 import { send } from '../helpers/http.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 
-const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/config/${name}`, import.meta.url))
+const fixture = (name: string) =>
+  fileURLToPath(new URL(`../fixtures/config/${name}`, import.meta.url))
 
 const up = useStubUpstream()
 
@@ -35,7 +36,9 @@ describe('command line (SPEC §1)', () => {
   })
 
   it('flags beat the file; BASEGATE_CONFIG names the file when --config is absent', async () => {
-    const file = writeConfig('listen: { host: 127.0.0.1, port: 1 }\nadmin: { port: 0 }\nupstream: { url: "http://127.0.0.1:9" }')
+    const file = writeConfig(
+      'listen: { host: 127.0.0.1, port: 1 }\nadmin: { port: 0 }\nupstream: { url: "http://127.0.0.1:9" }'
+    )
     const { spawn } = await import('node:child_process')
     const { MAIN } = await import('../helpers/gateway-process.js')
     const proc = spawn(process.execPath, [MAIN, '--port', '0', '--upstream', up.url], {
@@ -63,7 +66,11 @@ describe('command line (SPEC §1)', () => {
   it('`npx basegate --config FILE` runs the package command', async () => {
     const { spawnSync } = await import('node:child_process')
     const root = fileURLToPath(new URL('../..', import.meta.url))
-    const r = spawnSync('npx', ['--no-install', 'basegate', '--config', fixture('bad-rate.yaml')], { cwd: root, encoding: 'utf8', timeout: 30_000 })
+    const r = spawnSync('npx', ['--no-install', 'basegate', '--config', fixture('bad-rate.yaml')], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
     expect(r.status).toBe(2)
     expect(r.stderr).toContain('rate_limits.base: "500/mn" is not a rate')
   })
@@ -71,7 +78,9 @@ describe('command line (SPEC §1)', () => {
   it('warns that an in-memory store counts per process, and is always ready', async () => {
     const gw = await startGateway(testYaml(up.url))
     try {
-      const w = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.includes('in this process only'))
+      const w = await gw.waitForLog(
+        (l) => typeof l.msg === 'string' && l.msg.includes('in this process only')
+      )
       expect(w.level).toBe('warn')
       expect((await send(gw.adminPort, { path: '/readyz' })).status).toBe(200)
     } finally {
@@ -85,8 +94,13 @@ describe('command line (SPEC §1)', () => {
     const { MAIN } = await import('../helpers/gateway-process.js')
     const { freePort } = await import('../helpers/redis.js')
     const [port, adminPort] = [await freePort(), await freePort()]
-    const file = writeConfig(`listen: { host: 127.0.0.1, port: ${port} }\nadmin: { port: ${adminPort} }\nupstream: { url: "${up.url}" }\nrate_limits: { account: 1/min }`)
-    const proc = spawn(process.execPath, [MAIN, '--config', file], { env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const file = writeConfig(
+      `listen: { host: 127.0.0.1, port: ${port} }\nadmin: { port: ${adminPort} }\nupstream: { url: "${up.url}" }\nrate_limits: { account: 1/min }`
+    )
+    const proc = spawn(process.execPath, [MAIN, '--config', file], {
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
     proc.stdout.on('data', (d) => (out += d))
     try {
@@ -97,7 +111,10 @@ describe('command line (SPEC §1)', () => {
       expect((await send(port, { path: '/api2/repos/' })).status).toBe(200)
       expect((await send(port, { path: '/api2/repos/' })).status).toBe(429)
       await new Promise((r) => setTimeout(r, 200))
-      const lines = out.trim().split('\n').map((l) => JSON.parse(l))
+      const lines = out
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
       expect(lines.some((l) => l.status === 429 && l.level === 'warn')).toBe(true)
       expect(lines.some((l) => l.level === 'info')).toBe(false)
     } finally {
@@ -132,12 +149,20 @@ describe('command line (SPEC §1)', () => {
     const gw = await startGateway(testYaml(up.url, 'rate_limits: { account: 2/min }\nheaders: all'))
     try {
       expect((await send(gw.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('2')
-      writeFileSync(gw.configFile, testYaml(up.url, 'rate_limits: { account: 500/mn }\nheaders: all'))
+      writeFileSync(
+        gw.configFile,
+        testYaml(up.url, 'rate_limits: { account: 500/mn }\nheaders: all')
+      )
       gw.proc.kill('SIGHUP')
-      const refused = await gw.waitForLog((l) => l.msg === 'configuration refused; the running one stays')
+      const refused = await gw.waitForLog(
+        (l) => l.msg === 'configuration refused; the running one stays'
+      )
       expect(refused.problems).toEqual(['rate_limits.account: "500/mn" is not a rate'])
       expect((await send(gw.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('2')
-      writeFileSync(gw.configFile, testYaml(up.url, 'rate_limits: { account: 10/min }\nheaders: all'))
+      writeFileSync(
+        gw.configFile,
+        testYaml(up.url, 'rate_limits: { account: 10/min }\nheaders: all')
+      )
       gw.proc.kill('SIGHUP')
       await gw.waitForLog((l) => l.msg === 'configuration reloaded')
       const a = await send(gw.port, { path: '/api2/repos/' })

@@ -31,10 +31,13 @@ rate_limits: { base: 60/min, ip_ceiling: 10/min }`
     const agent = new Agent({ connections: 20 })
     const statuses = await Promise.all(
       Array.from({ length: 200 }, async (_, i) => {
-        const r = await request(`${gws[i % 2]!.url}${rowsPath('dddddddd-0d3b-4c59-9a51-3e2d7c8b9a10')}`, {
-          dispatcher: agent,
-          headers: { 'x-forwarded-for': `10.9.${i % 250}.${(i >> 3) % 250}` },
-        })
+        const r = await request(
+          `${gws[i % 2]!.url}${rowsPath('dddddddd-0d3b-4c59-9a51-3e2d7c8b9a10')}`,
+          {
+            dispatcher: agent,
+            headers: { 'x-forwarded-for': `10.9.${i % 250}.${(i >> 3) % 250}` },
+          }
+        )
         await r.body.dump()
         return r.statusCode
       })

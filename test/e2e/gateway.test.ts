@@ -51,7 +51,9 @@ describe('rate limits through the real process', () => {
     const ra = Number(refused.headers['retry-after'])
     expect(ra).toBeGreaterThanOrEqual(59)
     expect(ra).toBeLessThanOrEqual(62)
-    expect(Number(refused.headers['x-ratelimit-reset'])).toBeGreaterThanOrEqual(Math.floor(now + 59))
+    expect(Number(refused.headers['x-ratelimit-reset'])).toBeGreaterThanOrEqual(
+      Math.floor(now + 59)
+    )
   })
 
   it('counts bases separately and every UUID form of one base together', async () => {
@@ -68,12 +70,18 @@ describe('rate limits through the real process', () => {
   it('counts account calls per IP and does not believe an untrusted X-Forwarded-For', async () => {
     const seenBefore = up.seen.length
     for (let i = 0; i < 4; i++) {
-      const a = await send(gw.port, { path: '/api/v2.1/user/', headers: { 'x-forwarded-for': `10.0.0.${i}` } })
+      const a = await send(gw.port, {
+        path: '/api/v2.1/user/',
+        headers: { 'x-forwarded-for': `10.0.0.${i}` },
+      })
       expect(a.status).toBe(200)
       // headers: gateway puts no x-ratelimit-* on account calls
       expect(a.headers['x-ratelimit-limit']).toBeUndefined()
     }
-    const spoofed = await send(gw.port, { path: '/api2/repos/', headers: { 'x-forwarded-for': '203.0.113.77' } })
+    const spoofed = await send(gw.port, {
+      path: '/api2/repos/',
+      headers: { 'x-forwarded-for': '203.0.113.77' },
+    })
     expect(spoofed.status).toBe(429)
     // The spoofed list is kept and our hop appended.
     expect(up.seen[seenBefore]!.headers['x-forwarded-for']).toBe('10.0.0.0, 127.0.0.1')
@@ -92,11 +100,15 @@ describe('rate limits through the real process', () => {
 
 describe('path normalisation: what was classified is what is served', () => {
   it('resolves dot segments and double slashes before classifying, and forwards that path', async () => {
-    const a = await send(gw.port, { path: `/ping/../api-gateway//api/v2/dtables/${uuid(4)}/./rows/?table_name=T&x=%2F` })
+    const a = await send(gw.port, {
+      path: `/ping/../api-gateway//api/v2/dtables/${uuid(4)}/./rows/?table_name=T&x=%2F`,
+    })
     expect(a.status).toBe(200)
     // Classified as a gateway call (headers present), not as the exempt /ping.
     expect(a.headers['x-ratelimit-limit']).toBe('5')
-    expect(up.seen.at(-1)!.url).toBe(`/api-gateway/api/v2/dtables/${uuid(4)}/rows/?table_name=T&x=%2F`)
+    expect(up.seen.at(-1)!.url).toBe(
+      `/api-gateway/api/v2/dtables/${uuid(4)}/rows/?table_name=T&x=%2F`
+    )
   })
 
   it('decodes unreserved percent-encodings, so an encoded prefix is still counted', async () => {
@@ -125,7 +137,13 @@ describe('forwarding', () => {
       let n = 0
       req.on('data', (c: Buffer) => (n += c.length))
       req.on('end', () => {
-        res.writeHead(201, { 'content-type': 'application/json', connection: 'x-up-hop', 'x-up-hop': '1', 'x-kept': 'yes', 'set-cookie': ['a=1', 'b=2'] })
+        res.writeHead(201, {
+          'content-type': 'application/json',
+          connection: 'x-up-hop',
+          'x-up-hop': '1',
+          'x-kept': 'yes',
+          'set-cookie': ['a=1', 'b=2'],
+        })
         res.end(JSON.stringify({ n }))
       })
     })
@@ -155,7 +173,8 @@ describe('forwarding', () => {
       expect(seen.method).toBe('POST')
       expect(seen.url).toBe(`/api-gateway/api/v2/dtables/${uuid(6)}/rows/?a=1&b=%20`)
       expect(seen.headers.host).toBe('tables.example.com')
-      for (const h of ['x-client-hop', 'keep-alive', 'te', 'proxy-authorization']) expect(seen.headers[h]).toBeUndefined()
+      for (const h of ['x-client-hop', 'keep-alive', 'te', 'proxy-authorization'])
+        expect(seen.headers[h]).toBeUndefined()
       expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1')
       expect(seen.headers['x-forwarded-proto']).toBe('https, http')
       expect(seen.headers['x-forwarded-host']).toBe('tables.example.com')
@@ -169,7 +188,8 @@ describe('forwarding', () => {
     const onConnection = (sock: unknown) => sockets.add(sock)
     up.server.on('connection', onConnection)
     try {
-      for (let i = 0; i < 40; i++) expect((await send(gw.port, { path: '/api2/ping/' })).status).toBe(200)
+      for (let i = 0; i < 40; i++)
+        expect((await send(gw.port, { path: '/api2/ping/' })).status).toBe(200)
       // 40 sequential calls, each from a new client connection, over one or two upstream ones.
       expect(sockets.size).toBeLessThanOrEqual(2)
     } finally {
@@ -191,20 +211,23 @@ describe('forwarding', () => {
       const hash = createHash('sha256')
       let bytes = 0
       await new Promise<void>((resolve, reject) => {
-        request({ port: gw.port, host: '127.0.0.1', path: '/seafhttp/files/big', agent: false }, (res) => {
-          let first = true
-          res.on('data', (c: Buffer) => {
-            bytes += c.length
-            hash.update(c)
-            // The first chunk arrived while the upstream has not finished: it is streamed.
-            if (first) {
-              first = false
-              finish()
-            }
-          })
-          res.on('end', resolve)
-          res.on('error', reject)
-        }).end()
+        request(
+          { port: gw.port, host: '127.0.0.1', path: '/seafhttp/files/big', agent: false },
+          (res) => {
+            let first = true
+            res.on('data', (c: Buffer) => {
+              bytes += c.length
+              hash.update(c)
+              // The first chunk arrived while the upstream has not finished: it is streamed.
+              if (first) {
+                first = false
+                finish()
+              }
+            })
+            res.on('end', resolve)
+            res.on('error', reject)
+          }
+        ).end()
       })
       const expected = createHash('sha256')
       expected.update(Buffer.alloc(64 * 1024, 1))
@@ -233,7 +256,14 @@ describe('forwarding', () => {
       const chunk = Buffer.alloc(256 * 1024, 7)
       const answer = new Promise<string>((resolve, reject) => {
         const req = request(
-          { port: gw.port, host: '127.0.0.1', method: 'PUT', path: '/seafhttp/upload/x', agent: false, headers: { 'transfer-encoding': 'chunked' } },
+          {
+            port: gw.port,
+            host: '127.0.0.1',
+            method: 'PUT',
+            path: '/seafhttp/upload/x',
+            agent: false,
+            headers: { 'transfer-encoding': 'chunked' },
+          },
           (res) => {
             let b = ''
             res.on('data', (c) => (b += c))
@@ -285,10 +315,19 @@ describe('logs', () => {
   it('one line per request with the fields, refusals at warn, no secrets', async () => {
     const path = `/api-gateway/api/v2/dtables/${uuid(9)}/rows/`
     for (let i = 0; i < 6; i++) {
-      await send(gw.port, { path: path + '?secret_query=s3cr3t', headers: { authorization: 'Bearer tok-SECRET-1', cookie: 'sessionid=COOKIE-SECRET' } })
+      await send(gw.port, {
+        path: path + '?secret_query=s3cr3t',
+        headers: { authorization: 'Bearer tok-SECRET-1', cookie: 'sessionid=COOKIE-SECRET' },
+      })
     }
     const line = await gw.waitForLog((l) => l.path === path && l.status === 200)
-    expect(line).toMatchObject({ level: 'info', method: 'GET', class: 'base', key: `base:${uuid(9).replace(/-/g, '')}`, limit: 5 })
+    expect(line).toMatchObject({
+      level: 'info',
+      method: 'GET',
+      class: 'base',
+      key: `base:${uuid(9).replace(/-/g, '')}`,
+      limit: 5,
+    })
     expect(line).toHaveProperty('remaining')
     expect(line).toHaveProperty('reset')
     expect(line).toHaveProperty('duration_ms')

@@ -48,7 +48,9 @@ describe('graceful restart (SIGTERM)', () => {
       const later = Array.from({ length: 20 }, (_, i) => call(100 + i))
       const answers = await Promise.all([...inflight, ...later])
       expect(answers.map((x) => x.status)).toEqual(Array(40).fill(200))
-      expect(answers.every((x, i) => x.body === `done /api2/repos/?i=${i < 20 ? i : 80 + i}`)).toBe(true)
+      expect(answers.every((x, i) => x.body === `done /api2/repos/?i=${i < 20 ? i : 80 + i}`)).toBe(
+        true
+      )
       expect(await exit).toBe(0)
       const stopped = a.logs.find((l) => l.msg === 'stopped')
       expect(stopped).toBeDefined()

@@ -22,7 +22,11 @@ function rng(seed: number) {
 }
 
 /** One raw HTTP/1.1 exchange: exact bytes out, status (or 0 when the socket just closed) back. */
-function raw(port: number, bytes: string | Buffer, timeoutMs = 5000): Promise<{ status: number; text: string; closedMs: number }> {
+function raw(
+  port: number,
+  bytes: string | Buffer,
+  timeoutMs = 5000
+): Promise<{ status: number; text: string; closedMs: number }> {
   return new Promise((resolve) => {
     const t0 = Date.now()
     const sock = connect(port, '127.0.0.1')
@@ -69,19 +73,26 @@ function oracleNormalize(p: string): string | null {
     } else out.push(s)
   }
   const last = segs[segs.length - 1]
-  return '/' + out.join('/') + (out.length > 0 && (last === '' || last === '.' || last === '..') ? '/' : '')
+  return (
+    '/' +
+    out.join('/') +
+    (out.length > 0 && (last === '' || last === '.' || last === '..') ? '/' : '')
+  )
 }
 
-const UUID = /\/dtables\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})(?=\/|$)/i
+const UUID =
+  /\/dtables\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})(?=\/|$)/i
 function oracleClass(path: string): { cls: string; key: string } {
   const l = path.toLowerCase()
   const whole = l.length > 1 && l.endsWith('/') ? l.slice(0, -1) : l
   const m = UUID.exec(path)
   const key = m ? `base:${m[1]!.replace(/-/g, '').toLowerCase()}` : 'ip'
-  if (['/ping', '/server-info', '/api2/ping', '/api-gateway/api/v2/ping'].includes(whole)) return { cls: 'exempt', key }
+  if (['/ping', '/server-info', '/api2/ping', '/api-gateway/api/v2/ping'].includes(whole))
+    return { cls: 'exempt', key }
   if (whole === '/api2/auth-token') return { cls: 'auth_token', key }
   if (l.startsWith('/api-gateway/')) return { cls: 'base', key }
-  if (['/api/v2.1/', '/api2/', '/api/v1/'].some((x) => l.startsWith(x))) return { cls: 'account', key }
+  if (['/api/v2.1/', '/api2/', '/api/v1/'].some((x) => l.startsWith(x)))
+    return { cls: 'account', key }
   return { cls: 'other', key }
 }
 
@@ -111,11 +122,62 @@ describe('seeded fuzz over paths, methods, headers and bodies', () => {
   it('never crashes, forwards only the normalised path, and never lets a counted call go uncounted', async () => {
     const rand = rng(20261122)
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!
-    const uuids = ['6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10', '0a1b2c3d-0d3b-4c59-9a51-3e2d7c8b9a10', 'ffffffff-ffff-4fff-8fff-ffffffffffff']
-    const uuidForm = (u: string) => pick([u, u.toUpperCase(), u.replace(/-/g, ''), u.replace(/-/g, '').toUpperCase()])
-    const prefixes = ['/api-gateway/api/v2/dtables/', '/API-Gateway/api/v2/dtables/', '/%61pi-gateway/api/v2/dtables/', '/api/v2.1/dtables/', '/api2/', '/Api2/', '/api/v1/', '/ping', '/api2/auth-token', '/api2/auth-token/', '/socket.io/', '/', '/media/']
-    const tricks = ['', '.', '..', '%2e', '%2E%2e', '.%2e', '%2f', '%2F', '%5c', '\\', '//', '%00', '%zz', '%41', '%7e', 'rows', 'sql', 'x%20y', '..%2f', '%252e']
-    const methods = ['GET', 'GET', 'GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS', 'PROPFIND']
+    const uuids = [
+      '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10',
+      '0a1b2c3d-0d3b-4c59-9a51-3e2d7c8b9a10',
+      'ffffffff-ffff-4fff-8fff-ffffffffffff',
+    ]
+    const uuidForm = (u: string) =>
+      pick([u, u.toUpperCase(), u.replace(/-/g, ''), u.replace(/-/g, '').toUpperCase()])
+    const prefixes = [
+      '/api-gateway/api/v2/dtables/',
+      '/API-Gateway/api/v2/dtables/',
+      '/%61pi-gateway/api/v2/dtables/',
+      '/api/v2.1/dtables/',
+      '/api2/',
+      '/Api2/',
+      '/api/v1/',
+      '/ping',
+      '/api2/auth-token',
+      '/api2/auth-token/',
+      '/socket.io/',
+      '/',
+      '/media/',
+    ]
+    const tricks = [
+      '',
+      '.',
+      '..',
+      '%2e',
+      '%2E%2e',
+      '.%2e',
+      '%2f',
+      '%2F',
+      '%5c',
+      '\\',
+      '//',
+      '%00',
+      '%zz',
+      '%41',
+      '%7e',
+      'rows',
+      'sql',
+      'x%20y',
+      '..%2f',
+      '%252e',
+    ]
+    const methods = [
+      'GET',
+      'GET',
+      'GET',
+      'POST',
+      'PUT',
+      'DELETE',
+      'PATCH',
+      'HEAD',
+      'OPTIONS',
+      'PROPFIND',
+    ]
 
     const cases: { id: number; path: string; method: string }[] = []
     for (let id = 0; id < 2500; id++) {
@@ -136,10 +198,23 @@ describe('seeded fuzz over paths, methods, headers and bodies', () => {
         if (rand() < 0.1) headers.push(`X-Weird: ${'v'.repeat(Math.floor(rand() * 2000))}`)
         let body = ''
         if (c.method !== 'GET' && c.method !== 'HEAD' && rand() < 0.7) {
-          body = pick(['{"rows": []}', '{"rows": [1,2,3]}', '{not json', '', '{"sql": "SELECT * FROM t LIMIT 5"}', 'x'.repeat(5000)])
-          headers.push(`Content-Length: ${Buffer.byteLength(body)}`, 'Content-Type: application/json')
+          body = pick([
+            '{"rows": []}',
+            '{"rows": [1,2,3]}',
+            '{not json',
+            '',
+            '{"sql": "SELECT * FROM t LIMIT 5"}',
+            'x'.repeat(5000),
+          ])
+          headers.push(
+            `Content-Length: ${Buffer.byteLength(body)}`,
+            'Content-Type: application/json'
+          )
         }
-        const r = await raw(gw.port, `${c.method} ${c.path}?fuzz=${c.id} HTTP/1.1\r\n${headers.join('\r\n')}\r\n\r\n${body}`)
+        const r = await raw(
+          gw.port,
+          `${c.method} ${c.path}?fuzz=${c.id} HTTP/1.1\r\n${headers.join('\r\n')}\r\n\r\n${body}`
+        )
         statuses.set(c.id, r.status)
       }
     }
@@ -180,11 +255,26 @@ describe('seeded fuzz over paths, methods, headers and bodies', () => {
 
 describe('request smuggling and malformed requests', () => {
   it.each([
-    ['Content-Length and Transfer-Encoding', 'POST /api2/x HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled-1 HTTP/1.1\r\nHost: a\r\n\r\n'],
-    ['two different Content-Length', 'POST /api2/x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 40\r\n\r\nabcGET /smuggled-2 HTTP/1.1\r\nHost: a\r\n\r\n'],
-    ['obfuscated Transfer-Encoding', 'POST /api2/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\nContent-Length: 4\r\n\r\n1\r\nZ\r\nGET /smuggled-3 HTTP/1.1\r\nHost: a\r\n\r\n'],
-    ['space before the colon', 'POST /api2/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\nGET /smuggled-4 HTTP/1.1\r\n\r\n'],
-    ['obs-fold header continuation', 'GET /api2/x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n X-Injected: 1\r\n\r\n'],
+    [
+      'Content-Length and Transfer-Encoding',
+      'POST /api2/x HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled-1 HTTP/1.1\r\nHost: a\r\n\r\n',
+    ],
+    [
+      'two different Content-Length',
+      'POST /api2/x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 40\r\n\r\nabcGET /smuggled-2 HTTP/1.1\r\nHost: a\r\n\r\n',
+    ],
+    [
+      'obfuscated Transfer-Encoding',
+      'POST /api2/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\nContent-Length: 4\r\n\r\n1\r\nZ\r\nGET /smuggled-3 HTTP/1.1\r\nHost: a\r\n\r\n',
+    ],
+    [
+      'space before the colon',
+      'POST /api2/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\nGET /smuggled-4 HTTP/1.1\r\n\r\n',
+    ],
+    [
+      'obs-fold header continuation',
+      'GET /api2/x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n X-Injected: 1\r\n\r\n',
+    ],
     ['a NUL in a header', 'GET /api2/x HTTP/1.1\r\nHost: a\r\nX-A: a\0b\r\n\r\n'],
   ])('%s: refused by the parser, nothing smuggled through', async (_name, bytes) => {
     const before = up.seen.length
@@ -197,7 +287,10 @@ describe('request smuggling and malformed requests', () => {
 
   it('an encoded CR LF stays encoded: it never becomes a header upstream', async () => {
     const before = up.seen.length
-    const r = await raw(gw.port, 'GET /api2/ping/?a=%0d%0aX-Injected:%201 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')
+    const r = await raw(
+      gw.port,
+      'GET /api2/ping/?a=%0d%0aX-Injected:%201 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n'
+    )
     expect(r.status).toBe(200)
     const seen = up.seen.slice(before)
     expect(seen).toHaveLength(1)
@@ -207,7 +300,10 @@ describe('request smuggling and malformed requests', () => {
 
   it('oversized headers get 431 and are not forwarded', async () => {
     const before = up.seen.length
-    const r = await raw(gw.port, `GET /api2/x HTTP/1.1\r\nHost: a\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`)
+    const r = await raw(
+      gw.port,
+      `GET /api2/x HTTP/1.1\r\nHost: a\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`
+    )
     expect(r.status).toBe(431)
     expect(up.seen.length).toBe(before)
   })
@@ -215,7 +311,12 @@ describe('request smuggling and malformed requests', () => {
 
 describe('slowloris', () => {
   /** Writes `head`, then one `tick` every `everyMs`; resolves with when the server closed the socket. */
-  function timeToClose(head: string, tick: string, everyMs: number, giveUpMs: number): Promise<number> {
+  function timeToClose(
+    head: string,
+    tick: string,
+    everyMs: number,
+    giveUpMs: number
+  ): Promise<number> {
     const t0 = Date.now()
     return new Promise((resolve) => {
       const sock = connect(gw.port, '127.0.0.1')
@@ -231,13 +332,23 @@ describe('slowloris', () => {
   }
 
   it('closes a client that trickles its headers', async () => {
-    const closed = await timeToClose('GET /api2/x HTTP/1.1\r\nHost: a\r\n', 'X-Slow: 1\r\n', 100, 10_000)
+    const closed = await timeToClose(
+      'GET /api2/x HTTP/1.1\r\nHost: a\r\n',
+      'X-Slow: 1\r\n',
+      100,
+      10_000
+    )
     expect(closed).toBeLessThan(3000) // headers_timeout_ms 500, checked every ~125 ms
     expect(closed).toBeGreaterThanOrEqual(400)
   })
 
   it('closes a client that trickles its body', async () => {
-    const closed = await timeToClose('POST /seafhttp/upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n', 'x', 200, 15_000)
+    const closed = await timeToClose(
+      'POST /seafhttp/upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n',
+      'x',
+      200,
+      15_000
+    )
     expect(closed).toBeLessThan(6000) // request_timeout_ms 2000
   })
 })
@@ -245,9 +356,13 @@ describe('slowloris', () => {
 describe('key-space floods', () => {
   it('random base UUIDs leave one bounded key each, all expiring within a window', async () => {
     const rand = rng(7)
-    const hex = (n: number) => Array.from({ length: n }, () => Math.floor(rand() * 16).toString(16)).join('')
+    const hex = (n: number) =>
+      Array.from({ length: n }, () => Math.floor(rand() * 16).toString(16)).join('')
     for (let i = 0; i < 300; i++) {
-      await raw(gw.port, `GET /api-gateway/api/v2/dtables/${hex(8)}-${hex(4)}-4${hex(3)}-8${hex(3)}-${hex(12)}/rows/ HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n`)
+      await raw(
+        gw.port,
+        `GET /api-gateway/api/v2/dtables/${hex(8)}-${hex(4)}-4${hex(3)}-8${hex(3)}-${hex(12)}/rows/ HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n`
+      )
     }
     const r = new Redis(redis.url)
     try {
@@ -272,7 +387,10 @@ describe('key-space floods', () => {
 
   it('random IPv6 clients behind a trusted proxy are grouped per /64, and the ceiling stops one client', async () => {
     const g = await startGateway(
-      testYaml(up.url, `client_ip: { trusted_proxies: [127.0.0.0/8] }\nrate_limits: { account: 3/min, ip_ceiling: 4/min }`)
+      testYaml(
+        up.url,
+        `client_ip: { trusted_proxies: [127.0.0.0/8] }\nrate_limits: { account: 3/min, ip_ceiling: 4/min }`
+      )
     )
     try {
       const rand = rng(99)
@@ -280,14 +398,28 @@ describe('key-space floods', () => {
       const statuses: number[] = []
       // One subscriber rotating addresses inside its /64: counted as one client.
       for (let i = 0; i < 6; i++) {
-        statuses.push((await send(g.port, { path: '/api2/repos/', headers: { 'x-forwarded-for': `2001:db8:aa:bb:${h()}:${h()}:${h()}:${h()}` } })).status)
+        statuses.push(
+          (
+            await send(g.port, {
+              path: '/api2/repos/',
+              headers: { 'x-forwarded-for': `2001:db8:aa:bb:${h()}:${h()}:${h()}:${h()}` },
+            })
+          ).status
+        )
       }
       expect(statuses).toEqual([200, 200, 200, 429, 429, 429])
       // Rotating bases does not escape the ceiling.
       const rotating: number[] = []
       for (let i = 0; i < 6; i++) {
         const u = `${(0x5000 + i).toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
-        rotating.push((await send(g.port, { path: `/api-gateway/api/v2/dtables/${u}/rows/`, headers: { 'x-forwarded-for': '2001:db8:cc:dd::1' } })).status)
+        rotating.push(
+          (
+            await send(g.port, {
+              path: `/api-gateway/api/v2/dtables/${u}/rows/`,
+              headers: { 'x-forwarded-for': '2001:db8:cc:dd::1' },
+            })
+          ).status
+        )
       }
       expect(rotating).toEqual([200, 200, 200, 200, 429, 429])
     } finally {

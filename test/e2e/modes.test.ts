@@ -23,7 +23,8 @@ describe('dry-run', () => {
       expect(warn.level).toBe('warn')
       expect(warn.status).toBe(200)
       const deadline = Date.now() + 3000
-      while (gw.logs.filter((l) => l.dry_run === true).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+      while (gw.logs.filter((l) => l.dry_run === true).length < 2 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20))
       expect(gw.logs.filter((l) => l.dry_run === true)).toHaveLength(2)
     } finally {
       await gw.stop()
@@ -63,20 +64,33 @@ rate_limits:
 describe('trusted proxies and the IP ceiling', () => {
   it('believes X-Forwarded-For from a trusted peer, and the ceiling stops UUID rotation', async () => {
     const gw = await startGateway(
-      testYaml(up.url, 'client_ip: { trusted_proxies: [127.0.0.0/8] }\nrate_limits: { account: 2/min, ip_ceiling: 5/min }')
+      testYaml(
+        up.url,
+        'client_ip: { trusted_proxies: [127.0.0.0/8] }\nrate_limits: { account: 2/min, ip_ceiling: 5/min }'
+      )
     )
     try {
       const from = (ip: string) => ({ 'x-forwarded-for': ip })
-      expect((await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.1') })).status).toBe(200)
-      expect((await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.1') })).status).toBe(200)
-      expect((await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.1') })).status).toBe(429)
+      expect(
+        (await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.1') })).status
+      ).toBe(200)
+      expect(
+        (await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.1') })).status
+      ).toBe(200)
+      expect(
+        (await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.1') })).status
+      ).toBe(429)
       // Another client behind the same proxy has its own count.
-      expect((await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.2') })).status).toBe(200)
+      expect(
+        (await send(gw.port, { path: '/api2/repos/', headers: from('198.51.100.2') })).status
+      ).toBe(200)
       // Rotating base UUIDs: each base is fresh, but the ceiling on the IP holds.
       const statuses: number[] = []
       for (let i = 0; i < 7; i++) {
         const u = `${(100 + i).toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
-        statuses.push((await send(gw.port, { path: rowsPath(u), headers: from('198.51.100.3') })).status)
+        statuses.push(
+          (await send(gw.port, { path: rowsPath(u), headers: from('198.51.100.3') })).status
+        )
       }
       expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429])
     } finally {

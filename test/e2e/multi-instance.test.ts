@@ -13,7 +13,10 @@ describe('three instances sharing one redis-server', () => {
   beforeAll(async () => {
     redis = await startRedis()
     up = await startStubUpstream()
-    const yaml = testYaml(up.url, `store: { url: "${redis.url}", prefix: "${redis.prefix}" }\nrate_limits: { base: 100/min }`)
+    const yaml = testYaml(
+      up.url,
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}" }\nrate_limits: { base: 100/min }`
+    )
     for (let i = 0; i < 3; i++) gws.push(await startGateway(yaml))
   })
   afterAll(async () => {
@@ -27,7 +30,9 @@ describe('three instances sharing one redis-server', () => {
     const statuses = await Promise.all(
       Array.from({ length: 450 }, async (_, i) => {
         const g = gws[i % 3]!
-        const r = await request(`${g.url}${rowsPath('aaaaaaaa-0d3b-4c59-9a51-3e2d7c8b9a10')}`, { dispatcher: agent })
+        const r = await request(`${g.url}${rowsPath('aaaaaaaa-0d3b-4c59-9a51-3e2d7c8b9a10')}`, {
+          dispatcher: agent,
+        })
         await r.body.dump()
         return r.statusCode
       })

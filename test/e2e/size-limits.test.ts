@@ -29,7 +29,10 @@ beforeAll(async () => {
     })
   })
   gw = await startGateway(
-    testYaml(up.url, `rate_limits: { base: 50/min }\nsize_limits: { append_rows: 1000, delete_rows: 10000, list_rows: 1000, sql_list: 10000, max_body_bytes: 200000 }`)
+    testYaml(
+      up.url,
+      `rate_limits: { base: 50/min }\nsize_limits: { append_rows: 1000, delete_rows: 10000, list_rows: 1000, sql_list: 10000, max_body_bytes: 200000 }`
+    )
   )
 })
 afterAll(async () => {
@@ -39,7 +42,9 @@ afterAll(async () => {
 
 function bodyWithRows(n: number, field = 'rows'): string {
   // Odd spacing and escapes: any re-serialisation on the way would change the bytes.
-  const items = Array.from({ length: n }, (_, i) => (field === 'row_ids' ? `"r${i}"` : `{ "Name" : "\\u00e9${i}" }`))
+  const items = Array.from({ length: n }, (_, i) =>
+    field === 'row_ids' ? `"r${i}"` : `{ "Name" : "\\u00e9${i}" }`
+  )
   return `{"table_name":  "Table1",\n "${field}": [${items.join(' ,')}] , "apply_default" : false }`
 }
 
@@ -52,10 +57,20 @@ describe('rows endpoints', () => {
   })
 
   it('refuses 1001 rows with 400 naming the limit and the count, and the call used a rate slot', async () => {
-    const first = await send(gw.port, { method: 'POST', path: rows(2), headers: json, body: bodyWithRows(1) })
+    const first = await send(gw.port, {
+      method: 'POST',
+      path: rows(2),
+      headers: json,
+      body: bodyWithRows(1),
+    })
     expect(first.headers['x-ratelimit-remaining']).toBe('49')
     const before = received.length
-    const a = await send(gw.port, { method: 'POST', path: rows(2), headers: json, body: bodyWithRows(1001) })
+    const a = await send(gw.port, {
+      method: 'POST',
+      path: rows(2),
+      headers: json,
+      body: bodyWithRows(1001),
+    })
     expect(a.status).toBe(400)
     expect(a.headers['content-type']).toContain('application/json')
     const msg = JSON.parse(a.body).error_msg as string
@@ -64,13 +79,32 @@ describe('rows endpoints', () => {
     expect(msg).toContain('1001')
     expect(a.headers['x-ratelimit-remaining']).toBe('48')
     expect(received.length).toBe(before)
-    const next = await send(gw.port, { method: 'POST', path: rows(2), headers: json, body: bodyWithRows(1) })
+    const next = await send(gw.port, {
+      method: 'POST',
+      path: rows(2),
+      headers: json,
+      body: bodyWithRows(1),
+    })
     expect(next.headers['x-ratelimit-remaining']).toBe('47')
   })
 
   it('counts row_ids on DELETE against delete_rows', async () => {
-    expect((await send(gw.port, { method: 'DELETE', path: rows(3), headers: json, body: bodyWithRows(10000, 'row_ids') })).status).toBe(200)
-    const a = await send(gw.port, { method: 'DELETE', path: rows(3), headers: json, body: bodyWithRows(10001, 'row_ids') })
+    expect(
+      (
+        await send(gw.port, {
+          method: 'DELETE',
+          path: rows(3),
+          headers: json,
+          body: bodyWithRows(10000, 'row_ids'),
+        })
+      ).status
+    ).toBe(200)
+    const a = await send(gw.port, {
+      method: 'DELETE',
+      path: rows(3),
+      headers: json,
+      body: bodyWithRows(10001, 'row_ids'),
+    })
     expect(a.status).toBe(400)
     expect(JSON.parse(a.body).error_msg).toContain('delete_rows')
   })
@@ -93,7 +127,14 @@ describe('rows endpoints', () => {
   it('answers 413 to a declared length over max_body_bytes without reading it', async () => {
     const status = await new Promise<number>((resolve, reject) => {
       const req = request(
-        { port: gw.port, host: '127.0.0.1', method: 'POST', path: rows(6), agent: false, headers: { ...json, 'content-length': '5000000' } },
+        {
+          port: gw.port,
+          host: '127.0.0.1',
+          method: 'POST',
+          path: rows(6),
+          agent: false,
+          headers: { ...json, 'content-length': '5000000' },
+        },
         (res) => {
           res.resume()
           resolve(res.statusCode!)
@@ -109,7 +150,14 @@ describe('rows endpoints', () => {
     const big = Buffer.alloc(300_000, 0x20)
     const status = await new Promise<number>((resolve) => {
       const req = request(
-        { port: gw.port, host: '127.0.0.1', method: 'PUT', path: rows(7), agent: false, headers: { ...json, 'transfer-encoding': 'chunked' } },
+        {
+          port: gw.port,
+          host: '127.0.0.1',
+          method: 'PUT',
+          path: rows(7),
+          agent: false,
+          headers: { ...json, 'transfer-encoding': 'chunked' },
+        },
         (res) => {
           res.resume()
           resolve(res.statusCode!)
@@ -124,17 +172,28 @@ describe('rows endpoints', () => {
 
   it('streams other endpoints without buffering, whatever their size', async () => {
     const big = 'x'.repeat(500_000) // over max_body_bytes, but not a checked endpoint
-    const a = await send(gw.port, { method: 'POST', path: `/api-gateway/api/v2/dtables/${uuid(8)}/batch-update-rows/`, headers: json, body: big })
+    const a = await send(gw.port, {
+      method: 'POST',
+      path: `/api-gateway/api/v2/dtables/${uuid(8)}/batch-update-rows/`,
+      headers: json,
+      body: big,
+    })
     expect(a.status).toBe(200)
     expect(received.at(-1)!.length).toBe(500_000)
   })
 })
 
 describe('SQL endpoint', () => {
-  const sql = (text: string, extra = {}) => JSON.stringify({ sql: text, convert_keys: true, ...extra })
+  const sql = (text: string, extra = {}) =>
+    JSON.stringify({ sql: text, convert_keys: true, ...extra })
 
   it('refuses a SELECT whose LIMIT is over sql_list; forwards the rest unchanged', async () => {
-    const over = await send(gw.port, { method: 'POST', path: sqlPath(1), headers: json, body: sql('SELECT * FROM Table1 LIMIT 10001') })
+    const over = await send(gw.port, {
+      method: 'POST',
+      path: sqlPath(1),
+      headers: json,
+      body: sql('SELECT * FROM Table1 LIMIT 10001'),
+    })
     expect(over.status).toBe(400)
     expect(JSON.parse(over.body).error_msg).toMatch(/sql_list.*10000.*10001/)
     for (const text of [
@@ -154,14 +213,21 @@ describe('SQL endpoint', () => {
   })
 
   it('reads a ? LIMIT from the parameters', async () => {
-    const a = await send(gw.port, { method: 'POST', path: sqlPath(2), headers: json, body: sql('SELECT * FROM T LIMIT ?', { parameters: [20000] }) })
+    const a = await send(gw.port, {
+      method: 'POST',
+      path: sqlPath(2),
+      headers: json,
+      body: sql('SELECT * FROM T LIMIT ?', { parameters: [20000] }),
+    })
     expect(a.status).toBe(400)
   })
 })
 
 describe('dry-run and reload', () => {
   it('dry-run forwards an over-size call and logs it at warn', async () => {
-    const dry = await startGateway(testYaml(up.url, 'mode: dry-run\nsize_limits: { append_rows: 2, max_body_bytes: 1000 }'))
+    const dry = await startGateway(
+      testYaml(up.url, 'mode: dry-run\nsize_limits: { append_rows: 2, max_body_bytes: 1000 }')
+    )
     try {
       const body = bodyWithRows(3)
       const a = await send(dry.port, { method: 'POST', path: rows(20), headers: json, body })
@@ -171,7 +237,9 @@ describe('dry-run and reload', () => {
       expect(line).toMatchObject({ level: 'warn', size_limit: 'append_rows', count: 3 })
       // Past max_body_bytes too: forwarded whole.
       const huge = bodyWithRows(400)
-      expect((await send(dry.port, { method: 'POST', path: rows(21), headers: json, body: huge })).status).toBe(200)
+      expect(
+        (await send(dry.port, { method: 'POST', path: rows(21), headers: json, body: huge })).status
+      ).toBe(200)
       expect(sha(received.at(-1)!)).toBe(sha(huge))
     } finally {
       await dry.stop()
@@ -181,11 +249,29 @@ describe('dry-run and reload', () => {
   it('size_limits reload with SIGHUP', async () => {
     const g = await startGateway(testYaml(up.url, 'size_limits: { append_rows: 5 }'))
     try {
-      expect((await send(g.port, { method: 'POST', path: rows(30), headers: json, body: bodyWithRows(6) })).status).toBe(400)
+      expect(
+        (
+          await send(g.port, {
+            method: 'POST',
+            path: rows(30),
+            headers: json,
+            body: bodyWithRows(6),
+          })
+        ).status
+      ).toBe(400)
       writeFileSync(g.configFile, testYaml(up.url, 'size_limits: { append_rows: 10 }'))
       g.proc.kill('SIGHUP')
       await g.waitForLog((l) => l.msg === 'configuration reloaded')
-      expect((await send(g.port, { method: 'POST', path: rows(30), headers: json, body: bodyWithRows(6) })).status).toBe(200)
+      expect(
+        (
+          await send(g.port, {
+            method: 'POST',
+            path: rows(30),
+            headers: json,
+            body: bodyWithRows(6),
+          })
+        ).status
+      ).toBe(200)
     } finally {
       await g.stop()
     }

@@ -11,7 +11,9 @@ const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-2222-4c59-9a51-3
 const admin = (port: number, path: string) => send(port, { path })
 
 function redisPid(port: number): number {
-  const out = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'server'], { encoding: 'utf8' }).stdout
+  const out = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'server'], {
+    encoding: 'utf8',
+  }).stdout
   return Number(/process_id:(\d+)/.exec(out)![1])
 }
 
@@ -25,19 +27,29 @@ describe('store.on_error: open', () => {
   })
 
   it('limits alone while Redis is down, says so once, tells /readyz, and resumes shared counting', async () => {
-    const gw = await startGateway(testYaml(up.url, `store: { url: "${redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 3/min }`))
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 3/min }`
+      )
+    )
     try {
       expect((await send(gw.port, { path: rowsPath(uuid(1)) })).status).toBe(200)
       expect((await admin(gw.adminPort, '/readyz')).status).toBe(200)
       await redis.kill()
       // Served from the local limiter: the same limit, counted in this process.
       const statuses: number[] = []
-      for (let i = 0; i < 5; i++) statuses.push((await send(gw.port, { path: rowsPath(uuid(2)) })).status)
+      for (let i = 0; i < 5; i++)
+        statuses.push((await send(gw.port, { path: rowsPath(uuid(2)) })).status)
       expect(statuses).toEqual([200, 200, 200, 429, 429])
       expect((await admin(gw.adminPort, '/readyz')).status).toBe(503)
       const metrics = (await admin(gw.adminPort, '/metrics')).body
-      expect(Number(/basegate_store_fallback_decisions_total (\d+)/.exec(metrics)![1])).toBeGreaterThanOrEqual(5)
-      expect(Number(/basegate_store_errors_total (\d+)/.exec(metrics)![1])).toBeGreaterThanOrEqual(1)
+      expect(
+        Number(/basegate_store_fallback_decisions_total (\d+)/.exec(metrics)![1])
+      ).toBeGreaterThanOrEqual(5)
+      expect(Number(/basegate_store_errors_total (\d+)/.exec(metrics)![1])).toBeGreaterThanOrEqual(
+        1
+      )
       expect(gw.logs.filter((l) => l.msg === 'store unavailable')).toHaveLength(1)
 
       await redis.restart()
@@ -49,7 +61,9 @@ describe('store.on_error: open', () => {
       expect(gw.logs.some((l) => l.msg === 'store available again')).toBe(true)
       expect((await admin(gw.adminPort, '/readyz')).status).toBe(200)
       // Shared again: a second instance sees this one's calls.
-      const other = await startGateway(testYaml(up.url, `store: { url: "${redis.url}" }\nrate_limits: { base: 3/min }`))
+      const other = await startGateway(
+        testYaml(up.url, `store: { url: "${redis.url}" }\nrate_limits: { base: 3/min }`)
+      )
       try {
         await send(gw.port, { path: rowsPath(uuid(4)) })
         const r = await send(other.port, { path: rowsPath(uuid(4)) })
@@ -63,7 +77,12 @@ describe('store.on_error: open', () => {
   }, 60_000)
 
   it('never waits on a hung Redis longer than store.timeout_ms', async () => {
-    const gw = await startGateway(testYaml(up.url, `store: { url: "${redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 100/min }`))
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 100/min }`
+      )
+    )
     const pid = redisPid(redis.port)
     try {
       await send(gw.port, { path: rowsPath(uuid(5)) })
@@ -86,7 +105,9 @@ describe('store.on_error: open', () => {
 describe('store.on_error: closed', () => {
   it('answers 503 with retry-after: 1 and a JSON error_msg while Redis is down', async () => {
     const redis = await startRedis({ own: true })
-    const gw = await startGateway(testYaml(up.url, `store: { url: "${redis.url}", timeout_ms: 100, on_error: closed }`))
+    const gw = await startGateway(
+      testYaml(up.url, `store: { url: "${redis.url}", timeout_ms: 100, on_error: closed }`)
+    )
     try {
       expect((await send(gw.port, { path: rowsPath(uuid(9)) })).status).toBe(200)
       await redis.kill()

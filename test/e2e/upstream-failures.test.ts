@@ -9,7 +9,12 @@ describe('upstream failures', () => {
   let up: StubUpstream
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(testYaml(up.url, 'upstream: { url: "' + up.url + '", timeout_ms: 300 }').replace(/^upstream:.*\n/m, ''))
+    gw = await startGateway(
+      testYaml(up.url, 'upstream: { url: "' + up.url + '", timeout_ms: 300 }').replace(
+        /^upstream:.*\n/m,
+        ''
+      )
+    )
   })
   afterAll(async () => {
     await gw?.stop()
@@ -32,10 +37,20 @@ describe('upstream failures', () => {
   it('does not time out a slow upload whose answer comes quickly after it is sent', async () => {
     const { request } = await import('node:http')
     const answer = await new Promise<number>((resolve, reject) => {
-      const req = request({ port: gw.port, host: '127.0.0.1', method: 'POST', path: '/seafhttp/upload', agent: false, headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume()
-        res.on('end', () => resolve(res.statusCode!))
-      })
+      const req = request(
+        {
+          port: gw.port,
+          host: '127.0.0.1',
+          method: 'POST',
+          path: '/seafhttp/upload',
+          agent: false,
+          headers: { 'transfer-encoding': 'chunked' },
+        },
+        (res) => {
+          res.resume()
+          res.on('end', () => resolve(res.statusCode!))
+        }
+      )
       req.on('error', reject)
       let i = 0
       const tick = setInterval(() => {

@@ -16,7 +16,12 @@ describe('WebSocket pass-through (the service real-time socket)', () => {
 
   beforeAll(async () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-    gw = await startGateway(testYaml(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'rate_limits: { other: 3/min }'))
+    gw = await startGateway(
+      testYaml(
+        `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        'rate_limits: { other: 3/min }'
+      )
+    )
   })
   afterAll(async () => {
     await gw?.stop()

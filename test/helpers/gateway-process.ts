@@ -19,7 +19,10 @@ export interface GatewayProcess {
   logs: Record<string, unknown>[]
   stderr: () => string
   /** Waits for a log line matching `pred`. */
-  waitForLog(pred: (l: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>
+  waitForLog(
+    pred: (l: Record<string, unknown>) => boolean,
+    timeoutMs?: number
+  ): Promise<Record<string, unknown>>
   /** Sends a signal and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>
 }
@@ -31,9 +34,15 @@ export function writeConfig(yaml: string): string {
   return file
 }
 
-export function runOnce(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runOnce(
+  args: string[],
+  env: NodeJS.ProcessEnv = {}
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const proc = spawn(process.execPath, [MAIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stdout = ''
     let stderr = ''
     proc.stdout.on('data', (d) => (stdout += d))
@@ -56,7 +65,10 @@ export async function startGateway(
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const logs: Record<string, unknown>[] = []
-  const waiters: { pred: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }[] = []
+  const waiters: {
+    pred: (l: Record<string, unknown>) => boolean
+    resolve: (l: Record<string, unknown>) => void
+  }[] = []
   let buf = ''
   let stderr = ''
   proc.stderr!.on('data', (d) => (stderr += d))
@@ -84,7 +96,15 @@ export async function startGateway(
     const found = logs.find(pred)
     if (found) return Promise.resolve(found)
     return new Promise<Record<string, unknown>>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no such log line; stderr: ${stderr}; logs: ${JSON.stringify(logs.slice(-5))}`)), timeoutMs)
+      const t = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `no such log line; stderr: ${stderr}; logs: ${JSON.stringify(logs.slice(-5))}`
+            )
+          ),
+        timeoutMs
+      )
       waiters.push({ pred, resolve: (l) => (clearTimeout(t), resolve(l)) })
     })
   }

@@ -20,16 +20,35 @@ function startNode(port: number, dir: string): ChildProcess {
   return spawn(
     'redis-server',
     [
-      '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
-      '--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no', '--dir', dir,
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      `nodes-${port}.conf`,
+      '--cluster-node-timeout',
+      '1000',
+      '--cluster-require-full-coverage',
+      'no',
+      '--dir',
+      dir,
     ],
     { stdio: 'ignore' }
   )
 }
 
 async function clusterOk(port: number): Promise<boolean> {
-  const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  const c = new Redis(port, '127.0.0.1', {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  })
   c.on('error', () => {})
   try {
     await c.connect()
@@ -53,18 +72,35 @@ export async function waitClusterOk(ports: number[], timeoutMs = 20_000): Promis
 }
 
 export async function startCluster(): Promise<TestCluster> {
-  if (spawnSync('redis-server', ['--version']).status !== 0 || spawnSync('redis-cli', ['--version']).status !== 0) {
-    throw new Error('Redis Cluster tests need redis-server and redis-cli (apt-get install redis-server)')
+  if (
+    spawnSync('redis-server', ['--version']).status !== 0 ||
+    spawnSync('redis-cli', ['--version']).status !== 0
+  ) {
+    throw new Error(
+      'Redis Cluster tests need redis-server and redis-cli (apt-get install redis-server)'
+    )
   }
   const dir = mkdtempSync(join(tmpdir(), 'bg-cluster-'))
   const ports = [await freePort(), await freePort(), await freePort()]
   const nodes = ports.map((p) => startNode(p, dir))
   await Promise.all(ports.map((p) => waitForPing(`redis://127.0.0.1:${p}`)))
-  const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], {
-    encoding: 'utf8',
-    timeout: 30_000,
-  })
-  if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`)
+  const create = spawnSync(
+    'redis-cli',
+    [
+      '--cluster',
+      'create',
+      ...ports.map((p) => `127.0.0.1:${p}`),
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ],
+    {
+      encoding: 'utf8',
+      timeout: 30_000,
+    }
+  )
+  if (create.status !== 0)
+    throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`)
   await waitClusterOk(ports)
   const kill = (i: number) =>
     new Promise<void>((resolve) => {

@@ -42,7 +42,11 @@ export async function waitForPing(url: string, timeoutMs = 10_000): Promise<void
   const deadline = Date.now() + timeoutMs
   let lastErr: unknown
   while (Date.now() < deadline) {
-    const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    const c = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    })
     c.on('error', () => {})
     try {
       await c.connect()
@@ -65,7 +69,17 @@ function uniquePrefix(): string {
 }
 
 export function spawnRedisServer(port: number, extra: string[] = [], dir?: string): ChildProcess {
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra]
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    ...extra,
+  ]
   if (dir) args.push('--dir', dir)
   const child = spawn('redis-server', args, { stdio: 'ignore' })
   return child
@@ -87,7 +101,14 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedi
     const nothing = async () => {
       throw new Error('kill/restart needs a server of the test own (startRedis({ own: true }))')
     }
-    return { url: shared, port, prefix: uniquePrefix(), kill: nothing, restart: nothing, stop: async () => {} }
+    return {
+      url: shared,
+      port,
+      prefix: uniquePrefix(),
+      kill: nothing,
+      restart: nothing,
+      stop: async () => {},
+    }
   }
   if (hasRedisServer()) {
     const port = await freePort()
@@ -137,14 +158,21 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedi
 /** EVAL/EVALSHA calls the server has answered (its round trips for scripts). */
 export async function evalCalls(c: Redis): Promise<number> {
   const info = await c.info('commandstats')
-  return [...info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0)
+  return [...info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce(
+    (a, m) => a + Number(m[1]),
+    0
+  )
 }
 
 /**
  * A real Redis for one test file, with the clients the file opens closed after it. Call at
  * the top level of the file.
  */
-export function useRedis(): { readonly redis: TestRedis; client(options?: RedisOptions): Redis; track<T extends { disconnect(): void }>(c: T): T } {
+export function useRedis(): {
+  readonly redis: TestRedis
+  client(options?: RedisOptions): Redis
+  track<T extends { disconnect(): void }>(c: T): T
+} {
   let redis: TestRedis | undefined
   const open: { disconnect(): void }[] = []
   beforeAll(async () => {

@@ -1,4 +1,10 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll } from 'vitest'
 
@@ -27,11 +33,15 @@ function defaultAnswer(req: IncomingMessage, res: ServerResponse, bytes: number)
   let body: unknown
   if (/\/api2\/ping\/?$/.test(path)) body = 'pong'
   else if (/\/api-gateway\/api\/v2\/ping\/?$/.test(path)) body = { ret: 'pong' }
-  else if (/\/server-info\/?$/.test(path)) body = { version: '6.2.0', edition: 'enterprise edition' }
+  else if (/\/server-info\/?$/.test(path))
+    body = { version: '6.2.0', edition: 'enterprise edition' }
   else if (/\/rows\/?$/.test(path)) body = { rows: [], method: req.method, bytes }
   else body = { ok: true, method: req.method, bytes }
   const text = JSON.stringify(body)
-  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  })
   res.end(text)
 }
 
@@ -40,13 +50,25 @@ export async function startStubUpstream(): Promise<StubUpstream> {
   let custom: ((req: IncomingMessage, res: ServerResponse) => void) | null = null
   const server = createServer((req, res) => {
     if (custom) {
-      seen.push({ method: req.method!, url: req.url!, headers: req.headers, rawHeaders: req.rawHeaders, bytes: -1 })
+      seen.push({
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        bytes: -1,
+      })
       return custom(req, res)
     }
     let bytes = 0
     req.on('data', (c: Buffer) => (bytes += c.length))
     req.on('end', () => {
-      seen.push({ method: req.method!, url: req.url!, headers: req.headers, rawHeaders: req.rawHeaders, bytes })
+      seen.push({
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        bytes,
+      })
       defaultAnswer(req, res, bytes)
     })
   })
@@ -79,7 +101,8 @@ export function useStubUpstream(): StubUpstream {
     await up?.close()
   })
   const get = (): StubUpstream => {
-    if (up === undefined) throw new Error('the stub upstream starts in beforeAll; use it inside a test')
+    if (up === undefined)
+      throw new Error('the stub upstream starts in beforeAll; use it inside a test')
     return up
   }
   return {

@@ -41,17 +41,24 @@ describe('classify: classes (SPEC §3)', () => {
 
 describe('classify: keys', () => {
   const c = classifier()
-  it.each([U, U.toUpperCase(), U32, U32.toUpperCase()])('every UUID form of one base is one key: %s', (u) => {
-    const r = c.classify('GET', `/api-gateway/api/v2/dtables/${u}/rows/`, '1.2.3.4', NOW)
-    expect(r.key).toBe(`base:${U32}`)
-    expect(r.charges.map((x) => x.key)).toEqual([`{b:${U32}}:base:60000`])
-  })
+  it.each([U, U.toUpperCase(), U32, U32.toUpperCase()])(
+    'every UUID form of one base is one key: %s',
+    (u) => {
+      const r = c.classify('GET', `/api-gateway/api/v2/dtables/${u}/rows/`, '1.2.3.4', NOW)
+      expect(r.key).toBe(`base:${U32}`)
+      expect(r.charges.map((x) => x.key)).toEqual([`{b:${U32}}:base:60000`])
+    }
+  )
 
   it('counts per IP when there is no base UUID', () => {
     expect(c.classify('GET', '/api2/repos/', '9.9.9.9', NOW).key).toBe('ip:9.9.9.9')
-    expect(c.classify('GET', '/api-gateway/api/v2/dtables/not-a-uuid/rows/', '9.9.9.9', NOW).key).toBe('ip:9.9.9.9')
+    expect(
+      c.classify('GET', '/api-gateway/api/v2/dtables/not-a-uuid/rows/', '9.9.9.9', NOW).key
+    ).toBe('ip:9.9.9.9')
     // A UUID that is only part of a segment is not a base.
-    expect(c.classify('GET', `/api-gateway/api/v2/dtables/${U}x/rows/`, '9.9.9.9', NOW).key).toBe('ip:9.9.9.9')
+    expect(c.classify('GET', `/api-gateway/api/v2/dtables/${U}x/rows/`, '9.9.9.9', NOW).key).toBe(
+      'ip:9.9.9.9'
+    )
   })
 
   it('counts each class separately for one base', () => {
@@ -62,9 +69,18 @@ describe('classify: keys', () => {
   })
 
   it('unlimited and exempt calls carry no windows and no headers', () => {
-    expect(c.classify('GET', '/ping', '1.1.1.1', NOW)).toMatchObject({ charges: [], emitHeaders: false })
-    expect(c.classify('GET', '/socket.io/', '1.1.1.1', NOW)).toMatchObject({ charges: [], emitHeaders: false })
-    expect(c.classify('POST', '/api2/auth-token/', '1.1.1.1', NOW)).toMatchObject({ charges: [], emitHeaders: false })
+    expect(c.classify('GET', '/ping', '1.1.1.1', NOW)).toMatchObject({
+      charges: [],
+      emitHeaders: false,
+    })
+    expect(c.classify('GET', '/socket.io/', '1.1.1.1', NOW)).toMatchObject({
+      charges: [],
+      emitHeaders: false,
+    })
+    expect(c.classify('POST', '/api2/auth-token/', '1.1.1.1', NOW)).toMatchObject({
+      charges: [],
+      emitHeaders: false,
+    })
   })
 
   it('headers: gateway puts them on base calls only; all on every limited class; none nowhere', () => {
@@ -73,7 +89,9 @@ describe('classify: keys', () => {
     const all = classifier('headers: all')
     expect(all.classify('GET', '/api2/repos/', 'a', NOW).emitHeaders).toBe(true)
     const none = classifier('headers: none')
-    expect(none.classify('GET', `/api-gateway/api/v2/dtables/${U}/`, 'a', NOW).emitHeaders).toBe(false)
+    expect(none.classify('GET', `/api-gateway/api/v2/dtables/${U}/`, 'a', NOW).emitHeaders).toBe(
+      false
+    )
   })
 })
 
@@ -103,12 +121,20 @@ rate_limits:
   })
 
   it('a * at the end matches any rest', () => {
-    const r = c.classify('POST', `/api-gateway/api/v2/dtables/${U.toUpperCase()}/sql`, '1.1.1.1', NOW)
+    const r = c.classify(
+      'POST',
+      `/api-gateway/api/v2/dtables/${U.toUpperCase()}/sql`,
+      '1.1.1.1',
+      NOW
+    )
     expect(r.charges.some((x) => x.rule === 'any-sql')).toBe(true)
   })
 
   it('the ceiling is charged on API classes only, on the client IP', () => {
-    expect(c.classify('GET', '/api2/repos/', '2.2.2.2', NOW).charges.map((x) => x.kind)).toEqual(['class', 'ip_ceiling'])
+    expect(c.classify('GET', '/api2/repos/', '2.2.2.2', NOW).charges.map((x) => x.kind)).toEqual([
+      'class',
+      'ip_ceiling',
+    ])
     expect(c.classify('GET', '/web/', '2.2.2.2', NOW).charges).toEqual([])
   })
 

@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest'
 import { createClientIpResolver } from '../../src/http/client-ip.js'
 
 const noProxies = createClientIpResolver({ trustedProxies: [], ipv6Prefix: 64 })
-const behindLb = createClientIpResolver({ trustedProxies: ['10.0.0.0/8', '192.168.1.1', 'fd00::/8'], ipv6Prefix: 64 })
+const behindLb = createClientIpResolver({
+  trustedProxies: ['10.0.0.0/8', '192.168.1.1', 'fd00::/8'],
+  ipv6Prefix: 64,
+})
 
 describe('clientIp (SPEC §6)', () => {
   it('is the peer when no proxy is trusted, whatever X-Forwarded-For says', () => {
@@ -40,6 +43,8 @@ describe('keyOf: IPv6 grouped by prefix', () => {
     const r = createClientIpResolver({ trustedProxies: [], ipv6Prefix: 48 })
     expect(r.keyOf('2001:db8:1:2::1')).toBe('2001:db8:1::/48')
     expect(r.keyOf('198.51.100.7')).toBe('198.51.100.7')
-    expect(createClientIpResolver({ trustedProxies: [], ipv6Prefix: 128 }).keyOf('2001:db8::1')).toBe('2001:db8::1')
+    expect(
+      createClientIpResolver({ trustedProxies: [], ipv6Prefix: 128 }).keyOf('2001:db8::1')
+    ).toBe('2001:db8::1')
   })
 })

@@ -48,7 +48,10 @@ describe('splitTarget', () => {
     expect(splitTarget('/a')).toEqual({ path: '/a', query: '' })
   })
   it('takes the path out of an absolute-form target', () => {
-    expect(splitTarget('http://evil.example/api2/ping?x')).toEqual({ path: '/api2/ping', query: '?x' })
+    expect(splitTarget('http://evil.example/api2/ping?x')).toEqual({
+      path: '/api2/ping',
+      query: '?x',
+    })
     expect(splitTarget('http://evil.example')).toEqual({ path: '/', query: '' })
   })
 })

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { countBodyArray, countListRows, countSqlRows, sizeCheckFor } from '../../src/http/size-limits.js'
+import {
+  countBodyArray,
+  countListRows,
+  countSqlRows,
+  sizeCheckFor,
+} from '../../src/http/size-limits.js'
 
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const rows = `/api-gateway/api/v2/dtables/${U}/rows/`
@@ -43,11 +48,21 @@ describe('countListRows: the limit query parameter', () => {
 describe('countBodyArray: rows, updates, row_ids', () => {
   const arr = (n: number) => Array.from({ length: n }, (_, i) => ({ Name: `r${i}` }))
   it.each([999, 1000, 1001, 9999, 10000, 10001])('counts %i entries', (n) => {
-    expect(countBodyArray({ table_name: 'T', rows: arr(n) }, 'rows')).toEqual({ kind: 'count', count: n })
-    expect(countBodyArray({ table_name: 'T', row_ids: Array(n).fill('AbCdEfGhIjKlMnOpQrStUv') }, 'row_ids')).toEqual({ kind: 'count', count: n })
+    expect(countBodyArray({ table_name: 'T', rows: arr(n) }, 'rows')).toEqual({
+      kind: 'count',
+      count: n,
+    })
+    expect(
+      countBodyArray(
+        { table_name: 'T', row_ids: Array(n).fill('AbCdEfGhIjKlMnOpQrStUv') },
+        'row_ids'
+      )
+    ).toEqual({ kind: 'count', count: n })
   })
   it('counts updates', () => {
-    expect(countBodyArray({ table_name: 'T', updates: [{ row_id: 'x', row: {} }] }, 'updates')).toEqual({ kind: 'count', count: 1 })
+    expect(
+      countBodyArray({ table_name: 'T', updates: [{ row_id: 'x', row: {} }] }, 'updates')
+    ).toEqual({ kind: 'count', count: 1 })
   })
   it.each([
     [[], 'rows'],
@@ -92,14 +107,29 @@ describe('countSqlRows: the top-level LIMIT of a SELECT', () => {
   })
 
   it('says why unparsable SQL was not counted', () => {
-    expect(countSqlRows({ sql: 'SELEC x LIMIT 5' })).toMatchObject({ kind: 'none', note: expect.stringContaining('unparsable') })
+    expect(countSqlRows({ sql: 'SELEC x LIMIT 5' })).toMatchObject({
+      kind: 'none',
+      note: expect.stringContaining('unparsable'),
+    })
   })
 
   it('reads a ? LIMIT from the parameters', () => {
-    expect(countSqlRows({ sql: 'SELECT * FROM t WHERE Name = ? LIMIT ?', parameters: ['x', 20000] })).toEqual({ kind: 'count', count: 20000 })
-    expect(countSqlRows({ sql: 'SELECT * FROM t WHERE Name = ? LIMIT ?, ?', parameters: ['x', 5, 12000] })).toEqual({ kind: 'count', count: 12000 })
-    expect(countSqlRows({ sql: 'SELECT * FROM t LIMIT ? OFFSET ?', parameters: [15000, 0] })).toEqual({ kind: 'count', count: 15000 })
-    expect(countSqlRows({ sql: 'SELECT * FROM t LIMIT ?', parameters: ['12000'] })).toEqual({ kind: 'count', count: 12000 })
+    expect(
+      countSqlRows({ sql: 'SELECT * FROM t WHERE Name = ? LIMIT ?', parameters: ['x', 20000] })
+    ).toEqual({ kind: 'count', count: 20000 })
+    expect(
+      countSqlRows({
+        sql: 'SELECT * FROM t WHERE Name = ? LIMIT ?, ?',
+        parameters: ['x', 5, 12000],
+      })
+    ).toEqual({ kind: 'count', count: 12000 })
+    expect(
+      countSqlRows({ sql: 'SELECT * FROM t LIMIT ? OFFSET ?', parameters: [15000, 0] })
+    ).toEqual({ kind: 'count', count: 15000 })
+    expect(countSqlRows({ sql: 'SELECT * FROM t LIMIT ?', parameters: ['12000'] })).toEqual({
+      kind: 'count',
+      count: 12000,
+    })
     expect(countSqlRows({ sql: 'SELECT * FROM t LIMIT ?' }).kind).toBe('none')
   })
 

@@ -39,7 +39,7 @@ describe('over-limit cache', () => {
     const mirror = new MemoryStore()
     const c = charge(5, 10_000)
     let seed = 7
-    const rand = () => ((seed = (seed * 48271) % 2147483647) / 2147483647)
+    const rand = () => (seed = (seed * 48271) % 2147483647) / 2147483647
     let t = Date.now()
     for (let i = 0; i < 1500; i++) {
       t += Math.floor(rand() * 60)
@@ -63,7 +63,12 @@ describe('over-limit cache', () => {
 
 describe('store.on_error', () => {
   const deadClient = () => {
-    const d = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 50 })
+    const d = new Redis('redis://127.0.0.1:1', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      commandTimeout: 50,
+    })
     d.on('error', () => {})
     db.track(d)
     return d
@@ -71,7 +76,10 @@ describe('store.on_error', () => {
 
   it('open: limits alone in memory while the store fails, and says so once', async () => {
     const outages: boolean[] = []
-    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), { onError: 'open', onOutage: (down) => outages.push(down) })
+    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), {
+      onError: 'open',
+      onOutage: (down) => outages.push(down),
+    })
     const c = charge(2)
     const t0 = Date.now()
     const results = []
@@ -81,18 +89,27 @@ describe('store.on_error', () => {
   })
 
   it('closed: the StoreError reaches the gateway (which answers 503)', async () => {
-    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), { onError: 'closed' })
+    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), {
+      onError: 'closed',
+    })
     await expect(store.consume([charge(2)], Date.now())).rejects.toBeInstanceOf(StoreError)
   })
 
   it('open: shared counting resumes when the store answers again', async () => {
     const own = await startRedis({ own: true })
     try {
-      const c1 = new Redis(own.url, { commandTimeout: 100, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+      const c1 = new Redis(own.url, {
+        commandTimeout: 100,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => 50,
+      })
       c1.on('error', () => {})
       db.track(c1)
       const outages: boolean[] = []
-      const store = new GuardedStore(new RedisStore(c1, { prefix: 'r:' }), { onError: 'open', onOutage: (d) => outages.push(d) })
+      const store = new GuardedStore(new RedisStore(c1, { prefix: 'r:' }), {
+        onError: 'open',
+        onOutage: (d) => outages.push(d),
+      })
       const c = charge(100)
       expect((await store.consume([c], Date.now())).allowed).toBe(true)
       await own.kill()

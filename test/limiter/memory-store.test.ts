@@ -11,7 +11,8 @@ describe('MemoryStore memory', () => {
     const c = charge(1_000_000)
     const t0 = 1_700_000_000_000
     for (let i = 0; i < 5000; i++) await store.consume([c], t0 + i * 100)
-    const entries = (store as unknown as { entries: Map<string, { buckets: Map<number, number> }> }).entries
+    const entries = (store as unknown as { entries: Map<string, { buckets: Map<number, number> }> })
+      .entries
     expect(entries.get(c.key)!.buckets.size).toBeLessThanOrEqual(51)
     // Idle past its window plus two buckets: the key is gone at the next sweep.
     await store.consume([charge(1)], t0 + 5000 * 100 + 60_000 + 2_400 + 1_000)

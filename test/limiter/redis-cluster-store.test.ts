@@ -10,11 +10,14 @@ const clients: Cluster[] = []
 let made = 0
 
 function client(): Cluster {
-  const c = new Cluster(cluster.urls.map((u) => ({ host: '127.0.0.1', port: Number(new URL(u).port) })), {
-    // As src/deps.ts: auto-pipelining breaks scripts in Cluster mode (redis/ioredis#2109).
-    enableAutoPipelining: false,
-    redisOptions: { commandTimeout: 2000 },
-  })
+  const c = new Cluster(
+    cluster.urls.map((u) => ({ host: '127.0.0.1', port: Number(new URL(u).port) })),
+    {
+      // As src/deps.ts: auto-pipelining breaks scripts in Cluster mode (redis/ioredis#2109).
+      enableAutoPipelining: false,
+      redisOptions: { commandTimeout: 2000 },
+    }
+  )
   c.on('error', () => {})
   clients.push(c)
   return c
@@ -60,8 +63,18 @@ describe('Redis Cluster: windows across slots', () => {
     )
     if (!r.ok) throw new Error('bad')
     const cls = compileClassifier(r.config, teamsByBase(effectiveTeams(r.config, new Map())))
-    const c = cls.classify('GET', '/api-gateway/api/v2/dtables/6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10/rows/', '1.1.1.1', Date.now())
-    const slots = new Set([...c.charges.map((x) => x.key), ...c.charges.flatMap((x) => (x.limitKey ? [x.limitKey] : []))].map((k) => calculateSlot(`basegate:${k}`)))
+    const c = cls.classify(
+      'GET',
+      '/api-gateway/api/v2/dtables/6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10/rows/',
+      '1.1.1.1',
+      Date.now()
+    )
+    const slots = new Set(
+      [
+        ...c.charges.map((x) => x.key),
+        ...c.charges.flatMap((x) => (x.limitKey ? [x.limitKey] : [])),
+      ].map((k) => calculateSlot(`basegate:${k}`))
+    )
     expect(c.charges.length).toBe(3)
     expect(slots.size).toBe(1)
   })
@@ -78,7 +91,10 @@ describe('Redis Cluster: windows across slots', () => {
     const deadline = Date.now() + 15_000
     let ok = false
     while (!ok && Date.now() < deadline) {
-      ok = await s.consume([c], Date.now()).then((d) => d.allowed, () => false)
+      ok = await s.consume([c], Date.now()).then(
+        (d) => d.allowed,
+        () => false
+      )
       if (!ok) await new Promise((r) => setTimeout(r, 200))
     }
     expect(ok).toBe(true)
@@ -88,6 +104,7 @@ describe('Redis Cluster: windows across slots', () => {
 async function findOwner(slot: number): Promise<number> {
   const c = client()
   const slots = (await c.cluster('SLOTS')) as unknown as [number, number, [string, number]][]
-  for (const [from, to, [, port]] of slots) if (slot >= from && slot <= to) return cluster.ports.indexOf(port)
+  for (const [from, to, [, port]] of slots)
+    if (slot >= from && slot <= to) return cluster.ports.indexOf(port)
   throw new Error('no owner')
 }

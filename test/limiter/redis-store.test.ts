@@ -11,8 +11,12 @@ let made = 0
 const client = () => db.client({ enableAutoPipelining: true })
 
 // Each store gets its own client, as separate gateway instances would.
-storeContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }) })
-calendarContract('RedisStore', { make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }) })
+storeContract('RedisStore', {
+  make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+})
+calendarContract('RedisStore', {
+  make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+})
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
@@ -33,7 +37,9 @@ describe('RedisStore against a real redis-server', () => {
     const stores = [0, 1, 2].map(() => new RedisStore(client(), { prefix }))
     const c = charge(30)
     const t = Date.now()
-    const results = await Promise.all(Array.from({ length: 90 }, (_, i) => stores[i % 3]!.consume([c], t)))
+    const results = await Promise.all(
+      Array.from({ length: 90 }, (_, i) => stores[i % 3]!.consume([c], t))
+    )
     expect(results.filter((r) => r.allowed).length).toBe(30)
   })
 
@@ -42,7 +48,8 @@ describe('RedisStore against a real redis-server', () => {
     const store = new RedisStore(client(), { prefix: `${db.redis.prefix}rt:` })
     await store.consume([charge(5)], Date.now()) // loads the script
     const before = await evalCalls(admin)
-    for (let i = 0; i < 20; i++) await store.consume([charge(5), charge(10), charge(100, 3_600_000)], Date.now())
+    for (let i = 0; i < 20; i++)
+      await store.consume([charge(5), charge(10), charge(100, 3_600_000)], Date.now())
     const after = await evalCalls(admin)
     // Other suites may share this server; this one's 20 calls are the floor and, on a server
     // of its own, the whole count.
@@ -51,7 +58,12 @@ describe('RedisStore against a real redis-server', () => {
   })
 
   it('throws StoreError when Redis does not answer', async () => {
-    const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, commandTimeout: 100 })
+    const dead = new Redis('redis://127.0.0.1:1', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      commandTimeout: 100,
+    })
     dead.on('error', () => {})
     db.track(dead)
     const store = new RedisStore(dead, { prefix: 'x:' })
@@ -65,7 +77,16 @@ describe('RedisStore: a quota override in the store', () => {
     const prefix = `${db.redis.prefix}override:`
     const a = new RedisStore(client(), { prefix })
     const b = new RedisStore(client(), { prefix })
-    const m = { key: '{t:acme}:month:2026-11', limit: 2, windowMs: 0, endMs: Date.now() + 86_400_000, kind: 'monthly' as const, cls: 'base' as const, team: 'acme', limitKey: '{t:acme}:team' }
+    const m = {
+      key: '{t:acme}:month:2026-11',
+      limit: 2,
+      windowMs: 0,
+      endMs: Date.now() + 86_400_000,
+      kind: 'monthly' as const,
+      cls: 'base' as const,
+      team: 'acme',
+      limitKey: '{t:acme}:team',
+    }
     const now = Date.now()
     expect((await a.consume([m], now)).allowed).toBe(true)
     expect((await b.consume([m], now)).allowed).toBe(true)

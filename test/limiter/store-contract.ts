@@ -68,7 +68,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
       const admitted: number[] = []
       let t = T0
       let seed = 42
-      const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+      const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
       for (let i = 0; i < 600; i++) {
         t += Math.floor(rand() * 200)
         if ((await store.consume([c], t)).allowed) admitted.push(t)
@@ -181,7 +181,12 @@ export function calendarContract(name: string, factory: StoreFactory): void {
       for (let i = 0; i < 4; i++) seen.push((await store.consume([m], T0 + i * 1000)).allowed)
       expect(seen).toEqual([true, true, true, false])
       const refused = await store.consume([m], T0 + 5_000_000)
-      expect(refused.windows[0]).toMatchObject({ used: 3, remaining: 0, retryAtMs: end, resetAtMs: end })
+      expect(refused.windows[0]).toMatchObject({
+        used: 3,
+        remaining: 0,
+        retryAtMs: end,
+        resetAtMs: end,
+      })
     })
 
     it('is charged with the rate windows all or nothing', async () => {

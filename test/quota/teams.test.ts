@@ -40,7 +40,14 @@ describe('quota maths (SPEC §5)', () => {
       ['acme', 120000, false],
       ['solo', 3000, false],
     ])
-    const t = effectiveTeams(c, new Map([['acme', { users: 20 }], ['solo', { plan: 'enterprise' }], ['ghost', { users: 9 }]]))
+    const t = effectiveTeams(
+      c,
+      new Map([
+        ['acme', { users: 20 }],
+        ['solo', { plan: 'enterprise' }],
+        ['ghost', { users: 9 }],
+      ])
+    )
     expect(t.map((x) => [x.id, x.plan, x.users, x.quota, x.changed])).toEqual([
       ['acme', 'plus', 20, 200000, true],
       ['solo', 'enterprise', 1, 50000, true],
@@ -63,7 +70,14 @@ describe('classify with monthly quotas', () => {
   it('charges base and account calls on a team base to the team month, in one slot', () => {
     const gw = cls.classify('GET', `/api-gateway/api/v2/dtables/${A}/rows/`, '1.1.1.1', now)
     const m = gw.charges.at(-1)!
-    expect(m).toMatchObject({ kind: 'monthly', team: 'acme', limit: 120000, windowMs: 0, key: '{t:acme}:month:2026-11', limitKey: '{t:acme}:team' })
+    expect(m).toMatchObject({
+      kind: 'monthly',
+      team: 'acme',
+      limit: 120000,
+      windowMs: 0,
+      key: '{t:acme}:month:2026-11',
+      limitKey: '{t:acme}:team',
+    })
     expect(m.endMs).toBe(Date.parse('2026-11-30T23:00:00Z')) // Berlin midnight, 1 December
     // Every key of the request has the team's hash tag.
     for (const ch of gw.charges) expect(ch.key.startsWith('{t:acme}')).toBe(true)
@@ -73,16 +87,29 @@ describe('classify with monthly quotas', () => {
 
   it('does not charge bases in no team, per-IP calls, or other classes', () => {
     const other = '22222222-0d3b-4c59-9a51-3e2d7c8b9a10'
-    expect(cls.classify('GET', `/api-gateway/api/v2/dtables/${other}/rows/`, '1.1.1.1', now).charges.some((x) => x.kind === 'monthly')).toBe(false)
-    expect(cls.classify('GET', '/api2/repos/', '1.1.1.1', now).charges.some((x) => x.kind === 'monthly')).toBe(false)
+    expect(
+      cls
+        .classify('GET', `/api-gateway/api/v2/dtables/${other}/rows/`, '1.1.1.1', now)
+        .charges.some((x) => x.kind === 'monthly')
+    ).toBe(false)
+    expect(
+      cls.classify('GET', '/api2/repos/', '1.1.1.1', now).charges.some((x) => x.kind === 'monthly')
+    ).toBe(false)
     expect(cls.classify('GET', `/web/dtables/${A}/`, '1.1.1.1', now).charges).toEqual([])
   })
 
   it('charges nothing monthly when monthly is off', () => {
-    const off = parseConfig(`monthly: { enabled: false, teams: [ { id: acme, plan: plus, users: 2, bases: [${A}] } ] }`, {})
+    const off = parseConfig(
+      `monthly: { enabled: false, teams: [ { id: acme, plan: plus, users: 2, bases: [${A}] } ] }`,
+      {}
+    )
     if (!off.ok) throw new Error('bad')
     const c2 = compileClassifier(off.config, teamsByBase(effectiveTeams(off.config, new Map())))
-    expect(c2.classify('GET', `/api-gateway/api/v2/dtables/${A}/rows/`, '1.1.1.1', now).charges.map((x) => x.kind)).toEqual(['class'])
+    expect(
+      c2
+        .classify('GET', `/api-gateway/api/v2/dtables/${A}/rows/`, '1.1.1.1', now)
+        .charges.map((x) => x.kind)
+    ).toEqual(['class'])
   })
 })
 
@@ -91,7 +118,10 @@ describe('PUT /v1/teams body', () => {
   const teams = effectiveTeams(c, new Map())
   it.each([
     [{ users: 20 }, { users: 20 }],
-    [{ plan: 'enterprise', bases: [A.toUpperCase()] }, { plan: 'enterprise', bases: [A32] }],
+    [
+      { plan: 'enterprise', bases: [A.toUpperCase()] },
+      { plan: 'enterprise', bases: [A32] },
+    ],
     [{}, {}],
   ])('accepts %j', (body, change) => {
     expect(parseTeamChange(body, c.monthly.plans, teams, 'acme')).toEqual({ change })
@@ -135,7 +165,14 @@ describe('usage summary', () => {
     s.recordMonthly('solo', 3000, 3000)
     s.recordMonthly('calm', 10, 100)
     const line = s.flush(60_000)
-    expect(line).toMatchObject({ interval_s: 60, requests: 9, busiest: [{ key: 'base:a', calls: 5 }, { key: 'ip:1.1.1.1', calls: 3 }] })
+    expect(line).toMatchObject({
+      interval_s: 60,
+      requests: 9,
+      busiest: [
+        { key: 'base:a', calls: 5 },
+        { key: 'ip:1.1.1.1', calls: 3 },
+      ],
+    })
     expect(line.teams_over_80).toEqual([{ team: 'acme', used: 85, quota: 100, percent: 85 }])
     expect(line.teams_over_100).toEqual([{ team: 'solo', used: 3000, quota: 3000, percent: 100 }])
     expect(s.flush(120_000).requests).toBe(0)
