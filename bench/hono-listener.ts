@@ -20,10 +20,7 @@ const { store } = createStore(loaded.config, logger)
 const gateway = createGateway({
   snapshot: () => snap,
   store,
-  forwarder: createForwarder({
-    url: loaded.config.upstream.url,
-    timeoutMs: loaded.config.upstream.timeoutMs,
-  }),
+  forwarder: createForwarder({ url: loaded.config.upstream.url }),
   logger,
   upstreamUrl: loaded.config.upstream.url,
 })

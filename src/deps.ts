@@ -29,8 +29,11 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
     commandTimeout: s.timeoutMs,
     connectTimeout: Math.max(1000, s.timeoutMs * 10),
-    // Fail fast while disconnected instead of queueing behind reconnects.
-    maxRetriesPerRequest: 1,
+    // Fail fast while disconnected, and never queue a script to run later: a call the gateway
+    // has given up on (503, or a fallback decision) must not charge when Redis comes back
+    // (issue #11). Boot waits for the connection before it takes traffic.
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
     // Requests arriving in the same tick share one write to Redis.
     enableAutoPipelining: true,
   }
@@ -48,6 +51,7 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
       // batched and rejected ("All keys in the pipeline should belong to the same slots
       // allocation group", redis/ioredis#2109).
       enableAutoPipelining: false,
+      enableOfflineQueue: false,
       redisOptions: {
         ...options,
         enableAutoPipelining: false,
@@ -64,9 +68,14 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
   // ioredis reports every failed reconnect; the guarded store logs the outage once.
   client.on('error', () => {})
   const store = new GuardedStore(
-    new RedisStore(client, { prefix: s.prefix, cluster: kind === 'cluster' }),
+    new RedisStore(client, {
+      prefix: s.prefix,
+      cluster: kind === 'cluster',
+      timeoutMs: s.timeoutMs,
+    }),
     {
       onError: s.onError,
+      fallback: new MemoryStore(),
       onOutage: (down, err) => {
         if (down)
           logger.error(
@@ -86,7 +95,10 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     }
   )
   // Pub/sub needs a connection of its own.
-  const subscriber = client.duplicate()
+  const subscriber =
+    client instanceof Cluster
+      ? client.duplicate(undefined, { enableOfflineQueue: true })
+      : client.duplicate({ enableOfflineQueue: true })
   subscriber.on('error', () => {})
   return { store, overrides: new RedisOverrideStore(client, subscriber, s.prefix), kind }
 }

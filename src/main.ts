@@ -2,37 +2,43 @@
 import { createAdaptorServer } from '@hono/node-server'
 import { watch, type FSWatcher } from 'node:fs'
 import { createServer, type Server } from 'node:http'
-import { basename, dirname } from 'node:path'
 import type { AddressInfo } from 'node:net'
-import { parseArgs } from 'node:util'
+import { basename, dirname } from 'node:path'
 import { createAdminApp } from './admin/routes.js'
-import { createGateway } from './app.js'
+import { createGateway, type Gateway } from './app.js'
+import { parseCli, type Cli } from './cli.js'
 import { ConfigHolder } from './config/holder.js'
 import { formatProblems, loadConfigFile } from './config/load.js'
-import { parseFlagOverrides } from './config/overrides.js'
-import { createStore } from './deps.js'
-import { createForwarder } from './http/proxy.js'
-import { createLogger } from './observe/log.js'
+import { maskUrl } from './admin/mask.js'
+import { createStore, type Stores } from './deps.js'
+import { createForwarder, type Forwarder } from './http/proxy.js'
+import { createLogger, type Logger } from './observe/log.js'
 import { Metrics } from './observe/metrics.js'
 import { UsageSummary } from './observe/summary.js'
-import type { ConfigProblem } from './types.js'
-
-const USAGE = `usage: basegate [--config FILE] [--port N] [--upstream URL] [--redis URL]
-  --config FILE   limits.yaml to serve with (default: $BASEGATE_CONFIG, else ./limits.yaml)
-  --port N        the proxy's port (beats listen.port)
-  --upstream URL  the service's server (beats upstream.url)
-  --redis URL     redis:// or rediss:// store (beats store.url)`
+import type { Config } from './types.js'
 
 const DRAIN_MS = 10_000
 const SUMMARY_MS = 60_000
 const WATCH_DEBOUNCE_MS = 250
+const STORE_WAIT_MS = 5_000
 
-function fail(problems: readonly ConfigProblem[]): never {
-  process.stderr.write(formatProblems(problems) + '\n')
-  process.exit(2)
+/** Everything a running instance is made of. */
+interface Instance {
+  file: string
+  logger: Logger
+  metrics: Metrics
+  summary: UsageSummary
+  holder: ConfigHolder
+  stores: Stores
+  forwarder: Forwarder
+  gateway: Gateway
+  proxy: Server
+  admin: Server
+  draining: boolean
+  reload(source: string): ReturnType<ConfigHolder['reload']>
 }
 
-function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+function listenOn(server: Server, port: number, host: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => {
@@ -42,90 +48,41 @@ function listen(server: Server, port: number, host: string): Promise<AddressInfo
   })
 }
 
-async function main(): Promise<void> {
-  let args
+/** Team changes made through any instance's admin API (kept in the store). */
+async function refreshTeams(i: Pick<Instance, 'holder' | 'stores' | 'logger'>): Promise<void> {
   try {
-    args = parseArgs({
-      options: {
-        config: { type: 'string' },
-        port: { type: 'string' },
-        upstream: { type: 'string' },
-        redis: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }).values
+    i.holder.setTeamOverrides(await i.stores.overrides.load())
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`)
-    process.exit(2)
+    i.logger.warn({ err }, 'team changes could not be read from the store; the file values apply')
   }
-  if (args.help) {
-    process.stdout.write(USAGE + '\n')
-    return
+}
+
+/**
+ * Issue #11: a fresh instance takes no traffic before its store answers (or STORE_WAIT_MS
+ * passed: then it starts limiting alone under `on_error: open`, or answering 503 under
+ * `closed`, and says so).
+ */
+async function waitForStore(stores: Stores, logger: Logger): Promise<void> {
+  if (stores.kind === 'memory') return
+  const deadline = Date.now() + STORE_WAIT_MS
+  while (Date.now() < deadline) {
+    if (await stores.store.ready()) return
+    await new Promise((r) => setTimeout(r, 100))
   }
-  const file = args.config ?? process.env.BASEGATE_CONFIG ?? './limits.yaml'
-  const flags = parseFlagOverrides(args)
-  const loaded = await loadConfigFile(file)
-  const problems = [...flags.problems, ...(loaded.ok ? [] : loaded.problems)]
-  if (!loaded.ok || problems.length > 0) fail(problems)
+  logger.warn({ waited_ms: STORE_WAIT_MS }, 'the store does not answer yet; serving without it')
+}
 
-  const logger = createLogger()
-  const metrics = new Metrics()
-  const summary = new UsageSummary()
-  const holder = new ConfigHolder(file, loaded.config, flags.overrides)
-  const config = holder.current.config
-  const { store, overrides, kind } = createStore(config, logger, metrics)
-
-  // Team changes made through any instance's admin API (kept in the store).
-  const refreshTeams = async (): Promise<void> => {
-    try {
-      holder.setTeamOverrides(await overrides.load())
-    } catch (err) {
-      logger.warn(
-        { err: { message: (err as Error).message } },
-        'team changes could not be read from the store; the file values apply'
-      )
-    }
-  }
-  await refreshTeams()
-  overrides.onChange(() => void refreshTeams())
-
-  const reload = async (source: string) => {
-    const r = await holder.reload()
-    if (r.ok) logger.info({ file, source }, 'configuration reloaded')
-    else
-      logger.error(
-        { file, source, problems: r.problems.map((p) => `${p.field}: ${p.message}`) },
-        'configuration refused; the running one stays'
-      )
-    return r
-  }
-  const forwarder = createForwarder({
-    url: config.upstream.url,
-    timeoutMs: config.upstream.timeoutMs,
-  })
-  const gateway = createGateway({
-    snapshot: () => holder.current,
-    store,
-    forwarder,
-    logger,
-    upstreamUrl: config.upstream.url,
-    metrics,
-    summary,
-  })
-
-  // Slowloris: a request head (and a whole request) must arrive in time. Node checks these
-  // timers only every connectionsCheckingInterval (30 s by default): check often enough that
-  // the limits mean what they say.
+/** Slowloris: a request head (and a whole request) must arrive in time. */
+function createProxyServer(config: Config, gateway: Gateway): Server {
   const { headersTimeoutMs, requestTimeoutMs } = config.listen
+  // Node checks these timers only every connectionsCheckingInterval (30 s by default): check
+  // often enough that the limits mean what they say.
+  const tightest = Math.min(headersTimeoutMs, requestTimeoutMs || Infinity)
   const proxy = createServer(
     {
       headersTimeout: headersTimeoutMs,
       requestTimeout: requestTimeoutMs,
-      connectionsCheckingInterval: Math.max(
-        50,
-        Math.min(1000, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs || Infinity) / 4))
-      ),
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
     },
     gateway.handleRequest
   )
@@ -145,106 +102,202 @@ async function main(): Promise<void> {
       socket.destroy()
     )
   })
-  const admin = createAdaptorServer({
-    fetch: createAdminApp({ holder, store, overrides, metrics, reload: () => reload('admin') })
-      .fetch,
-  }) as Server
+  return proxy
+}
 
+async function boot(cli: Cli): Promise<Instance> {
+  const loaded = await loadConfigFile(cli.file)
+  const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
+  if (!loaded.ok || problems.length > 0) {
+    process.stderr.write(formatProblems(problems) + '\n')
+    process.exit(2)
+  }
+  const logger = createLogger()
+  const metrics = new Metrics()
+  const summary = new UsageSummary()
+  const holder = new ConfigHolder(cli.file, loaded.config, cli.flags)
+  const config = holder.current.config
+  const stores = createStore(config, logger, metrics)
+  const forwarder = createForwarder({ url: config.upstream.url })
+  const gateway = createGateway({
+    snapshot: () => holder.current,
+    store: stores.store,
+    forwarder,
+    logger,
+    upstreamUrl: config.upstream.url,
+    metrics,
+    summary,
+  })
+  const instance: Instance = {
+    file: cli.file,
+    logger,
+    metrics,
+    summary,
+    holder,
+    stores,
+    forwarder,
+    gateway,
+    proxy: createProxyServer(config, gateway),
+    admin: null as unknown as Server,
+    draining: false,
+    reload: async (source) => {
+      const r = await holder.reload()
+      if (!r.ok) {
+        const problems = r.problems.map((p) => `${p.field}: ${p.message}`)
+        logger.error(
+          { file: cli.file, source, problems },
+          'configuration refused; the running one stays'
+        )
+      } else {
+        logger.info({ file: cli.file, source, changed: r.changed }, 'configuration reloaded')
+        if (r.needsRestart.length > 0) {
+          logger.warn(
+            { fields: r.needsRestart },
+            'these changes take effect after a restart; the running values stay'
+          )
+        }
+      }
+      return r
+    },
+  }
+  instance.admin = createAdaptorServer({
+    fetch: createAdminApp({
+      holder,
+      store: stores.store,
+      overrides: stores.overrides,
+      metrics,
+      storeKind: stores.kind,
+      draining: () => instance.draining,
+      reload: () => instance.reload('admin'),
+    }).fetch,
+  }) as Server
+  await waitForStore(stores, logger)
+  await refreshTeams(instance)
+  stores.overrides.onChange(() => void refreshTeams(instance))
+  return instance
+}
+
+async function listenAll(i: Instance): Promise<void> {
+  const config = i.holder.current.config
   let proxyAddr: AddressInfo
   let adminAddr: AddressInfo
   try {
-    proxyAddr = await listen(proxy, config.listen.port, config.listen.host)
-    adminAddr = await listen(admin, config.admin.port, config.admin.host)
+    proxyAddr = await listenOn(i.proxy, config.listen.port, config.listen.host)
+    adminAddr = await listenOn(i.admin, config.admin.port, config.admin.host)
   } catch (err) {
-    logger.fatal({ err: { message: (err as Error).message } }, 'cannot listen')
-    logger.flush()
+    i.logger.fatal({ err }, 'cannot listen')
+    i.logger.flush()
     process.exit(1)
   }
-  logger.info(
+  i.logger.info(
     {
       proxy: { host: proxyAddr.address, port: proxyAddr.port },
       admin: { host: adminAddr.address, port: adminAddr.port },
-      upstream: config.upstream.url,
-      store: kind,
+      upstream: maskUrl(config.upstream.url),
+      store: i.stores.kind,
       deployment: config.deployment,
       mode: config.mode,
     },
     'listening'
   )
+}
 
-  process.on('SIGHUP', () => void reload('SIGHUP'))
-
-  // Reload on change: watch the folder, not the file, since editors and Kubernetes ConfigMaps
-  // replace the file (a rename, or the `..data` symlink swap) rather than write into it.
-  let watcher: FSWatcher | null = null
+/**
+ * Reload on change: watch the folder, not the file, since editors and Kubernetes ConfigMaps
+ * replace the file (a rename, or the `..data` symlink swap) rather than write into it.
+ */
+function watchConfig(i: Instance): FSWatcher | null {
   let debounce: NodeJS.Timeout | null = null
+  const name = basename(i.file)
   try {
-    const name = basename(file)
-    watcher = watch(dirname(file), (_event, changed) => {
+    const watcher = watch(dirname(i.file), (_event, changed) => {
       if (changed !== null && changed !== name && !String(changed).startsWith('..')) return
       if (debounce) clearTimeout(debounce)
-      debounce = setTimeout(() => void reload('file change'), WATCH_DEBOUNCE_MS)
+      debounce = setTimeout(() => void i.reload('file change'), WATCH_DEBOUNCE_MS)
     })
     watcher.on('error', () => {})
+    return watcher
   } catch (err) {
-    logger.warn(
-      { err: { message: (err as Error).message } },
+    i.logger.warn(
+      { err },
       'cannot watch the configuration file; reload with SIGHUP or POST /v1/reload'
     )
+    return null
   }
+}
 
-  // SPEC §7: every 60 s, the busiest keys and the teams past 80 % (warn at 100 %).
-  const summaryTimer = setInterval(
+/** SPEC §7: every 60 s, the busiest keys and the teams past 80 % (warn at 100 %). */
+function startSummary(i: Instance): NodeJS.Timeout {
+  const timer = setInterval(
     () => {
-      const line = summary.flush()
+      const line = i.summary.flush()
       if (line.teams_over_100.length > 0)
-        logger.warn(line, 'usage summary: a team has used up its monthly quota')
-      else logger.info(line, 'usage summary')
+        i.logger.warn(line, 'usage summary: a team has used up its monthly quota')
+      else i.logger.info(line, 'usage summary')
     },
     Number(process.env.BASEGATE_SUMMARY_MS ?? SUMMARY_MS)
   )
-  summaryTimer.unref()
+  timer.unref()
+  return timer
+}
 
-  let stopping = false
+/** SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s), close the admin listener last. */
+async function drain(i: Instance): Promise<void> {
+  const deadline = Date.now() + DRAIN_MS
+  const closed = new Promise<void>((resolve) => i.proxy.close(() => resolve()))
+  // Keep-alive connections that finish their request are closed as they go idle.
+  const sweep = setInterval(() => i.proxy.closeIdleConnections(), 50)
+  i.proxy.closeIdleConnections()
+  const tunnelsDone = (async () => {
+    while (i.gateway.tunnels.size > 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50))
+  })()
+  await Promise.race([
+    Promise.all([closed, tunnelsDone]),
+    new Promise((r) => setTimeout(r, DRAIN_MS)),
+  ])
+  clearInterval(sweep)
+  i.proxy.closeAllConnections()
+  for (const t of i.gateway.tunnels) t.destroy()
+  await i.stores.overrides.close().catch(() => {})
+  await i.stores.store.close().catch(() => {})
+  await i.forwarder.close().catch(() => {})
+  await new Promise<void>((resolve) => {
+    i.admin.close(() => resolve())
+    i.admin.closeAllConnections?.()
+  })
+}
+
+function onSignals(i: Instance, cleanup: () => void): void {
+  process.on('SIGHUP', () => void i.reload('SIGHUP'))
   const stop = async (signal: string): Promise<void> => {
-    if (stopping) return
-    stopping = true
-    logger.info({ signal }, 'stopping: draining in-flight requests')
-    watcher?.close()
-    clearInterval(summaryTimer)
-    const deadline = Date.now() + DRAIN_MS
-    const closed = new Promise<void>((resolve) => proxy.close(() => resolve()))
-    // Keep-alive connections that finish their request are closed as they go idle.
-    const sweep = setInterval(() => proxy.closeIdleConnections(), 50)
-    proxy.closeIdleConnections()
-    const waitTunnels = async (): Promise<void> => {
-      while (gateway.tunnels.size > 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 50))
-    }
-    await Promise.race([
-      Promise.all([closed, waitTunnels()]),
-      new Promise((r) => setTimeout(r, DRAIN_MS)),
-    ])
-    clearInterval(sweep)
-    proxy.closeAllConnections()
-    for (const t of gateway.tunnels) t.destroy()
-    await overrides.close().catch(() => {})
-    await store.close().catch(() => {})
-    await forwarder.close().catch(() => {})
-    // SPEC §6: the admin listener closes last.
-    await new Promise<void>((resolve) => {
-      admin.close(() => resolve())
-      admin.closeAllConnections?.()
-    })
-    logger.info('stopped')
-    logger.flush()
+    if (i.draining) return
+    i.draining = true
+    i.logger.info({ signal }, 'stopping: draining in-flight requests')
+    cleanup()
+    await drain(i)
+    i.logger.info('stopped')
+    i.logger.flush()
     setTimeout(() => process.exit(0), 20).unref()
   }
   process.on('SIGTERM', () => void stop('SIGTERM'))
   process.on('SIGINT', () => void stop('SIGINT'))
   process.on('uncaughtException', (err) => {
     // A socket error escaping its handler must not take every other request down with it.
-    logger.error({ err: { message: err.message, stack: err.stack } }, 'uncaught exception')
+    i.logger.error({ err }, 'uncaught exception')
+  })
+}
+
+async function main(): Promise<void> {
+  const cli = await parseCli(process.argv.slice(2))
+  if (cli === null) return
+  const instance = await boot(cli)
+  await listenAll(instance)
+  const watcher = watchConfig(instance)
+  const summaryTimer = startSummary(instance)
+  onSignals(instance, () => {
+    watcher?.close()
+    clearInterval(summaryTimer)
   })
 }
 

@@ -22,6 +22,8 @@ export interface RuleConfig {
   methods: readonly string[] | null
   path: string
   limits: RateList
+  /** SPEC §2: a dry-run rule is counted and logged but never refuses. */
+  mode: Mode
 }
 
 export type HeadersMode = 'gateway' | 'all' | 'none'
@@ -88,6 +90,8 @@ export interface Config {
   headers: HeadersMode
   mode: Mode
   exempt: readonly string[]
+  /** SPEC §2: never limited, never charged, no x-ratelimit headers. */
+  allow: { clients: readonly string[]; bases: readonly string[] }
   sizeLimits: SizeLimits
   monthly: MonthlyConfig
 }
@@ -100,32 +104,57 @@ export interface ConfigProblem {
 
 // ---- limiter ----
 
-/** Which kind of window a charge belongs to, for headers and the usage API. */
-export type ChargeKind = 'class' | 'rule' | 'ip_ceiling' | 'monthly'
+/** "1/50 of the window" (SPEC §3) is the bucket width; every rate unit divides by 50. */
+export const BUCKETS_PER_WINDOW = 50
 
-/** One window to check and charge for a request. */
-export interface Charge {
+/** Fields every window shares. */
+interface ChargeBase {
   /** Store key without the configured prefix. */
   key: string
   limit: number
-  /** Sliding window length; 0 for a calendar window (the monthly quota). */
-  windowMs: number
-  kind: ChargeKind
+  /** The request's class (for the usage API and the labels). */
   cls: RequestClass
-  rule?: string
-  /** Calendar windows: the end of the period (ms). */
-  endMs?: number
-  /** Calendar windows: a store key whose `quota` field, when set, overrides `limit`. */
-  limitKey?: string
-  /** Monthly windows: the team charged. */
-  team?: string
+}
+
+/** A sliding window of `windowMs` (SPEC §3), counted in BUCKETS_PER_WINDOW buckets. */
+export interface SlidingCharge extends ChargeBase {
+  kind: 'class' | 'ip_ceiling'
+  windowMs: number
+}
+
+/** A rule's sliding window; a dry-run rule is checked but never refuses (SPEC §2). */
+export interface RuleCharge extends ChargeBase {
+  kind: 'rule'
+  windowMs: number
+  rule: string
+  dryRun: boolean
+}
+
+/** A team's calendar month (SPEC §5): one counter, reset at `endMs`. */
+export interface MonthlyCharge extends ChargeBase {
+  kind: 'monthly'
+  /** The end of the month (ms). */
+  endMs: number
+  /** A store key whose `quota` field, when set, overrides `limit` (a team changed by the admin API). */
+  limitKey: string
+  team: string
+}
+
+/** One window to check and charge for a request. */
+export type Charge = SlidingCharge | RuleCharge | MonthlyCharge
+
+/** Which kind of window a charge belongs to, for headers and the usage API. */
+export type ChargeKind = Charge['kind']
+
+/** The window length of a charge; 0 for a calendar window. */
+export function windowMsOf(c: Charge): number {
+  return c.kind === 'monthly' ? 0 : c.windowMs
 }
 
 /** A window's state after a consume (or a peek). */
 export interface WindowState {
   /** The limit applied (for a monthly window, the store's override when there is one). */
   limit: number
-  windowMs: number
   /** Calls counted in the window, including this one when it was admitted. */
   used: number
   remaining: number
@@ -139,6 +168,8 @@ export interface Decision {
   allowed: boolean
   /** One per charge, in the same order. */
   windows: WindowState[]
+  /** The clock the decision's times are on (the store's, for Redis), for retry-after. */
+  nowMs: number
 }
 
 /** What the classifier makes of one request. */

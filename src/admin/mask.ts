@@ -21,6 +21,7 @@ export function maskedConfig(config: Config): unknown {
   return {
     ...config,
     admin: { ...config.admin, token: config.admin.token === '' ? '' : MASK },
+    upstream: { ...config.upstream, url: maskUrl(config.upstream.url) },
     store: {
       ...config.store,
       url: maskUrl(config.store.url),

@@ -1,5 +1,14 @@
 import ipaddr from 'ipaddr.js'
-import type { Config, ConfigProblem, PlanConfig, RateList, RuleConfig } from '../types.js'
+import type {
+  Config,
+  ConfigProblem,
+  Deployment,
+  MonthlyConfig,
+  PlanConfig,
+  RateList,
+  RuleConfig,
+  SizeLimits,
+} from '../types.js'
 import { parseRate } from './rate.js'
 import { DEFAULT_EXEMPT, DEFAULT_PLANS, PRESETS } from './presets.js'
 import type { LimitsFile } from './schema.js'
@@ -11,7 +20,7 @@ function rates(value: string | string[]): RateList {
   return list.map(parseRate).filter((r): r is NonNullable<typeof r> => r != null)
 }
 
-function isLoopback(host: string): boolean {
+export function isLoopback(host: string): boolean {
   if (host === 'localhost') return true
   if (!ipaddr.isValid(host)) return false
   return ipaddr.process(host).range() === 'loopback'
@@ -38,44 +47,57 @@ function checkUrl(
   }
 }
 
-/** Cross-field checks and preset merging: a valid document becomes a Config, or problems. */
-export function buildConfig(file: LimitsFile): { config?: Config; problems: ConfigProblem[] } {
-  const problems: ConfigProblem[] = []
-  const deployment = file.deployment ?? 'self-hosted'
-  const preset = PRESETS[deployment]
-  const rl = file.rate_limits ?? {}
+function validCidr(cidr: string): boolean {
+  return cidr.includes('/') ? ipaddr.isValidCIDR(cidr) : ipaddr.isValid(cidr)
+}
 
-  const upstreamUrl = file.upstream?.url ?? 'http://127.0.0.1:8000'
-  checkUrl(problems, 'upstream.url', upstreamUrl, ['http:', 'https:'])
-
-  const storeUrl = file.store?.url ?? ''
-  if (storeUrl !== '') checkUrl(problems, 'store.url', storeUrl, ['redis:', 'rediss:'])
-  const cluster = file.store?.cluster ?? []
-  cluster.forEach((u, i) => checkUrl(problems, `store.cluster[${i}]`, u, ['redis:', 'rediss:']))
-  if (storeUrl !== '' && cluster.length > 0) {
-    problems.push({ field: 'store', message: 'set either url or cluster, not both' })
-  }
-
-  const trusted = file.client_ip?.trusted_proxies ?? []
-  trusted.forEach((cidr, i) => {
-    const ok = cidr.includes('/') ? ipaddr.isValidCIDR(cidr) : ipaddr.isValid(cidr)
-    if (!ok)
+function checkCidrs(problems: ConfigProblem[], field: string, list: readonly string[]): void {
+  list.forEach((cidr, i) => {
+    if (!validCidr(cidr)) {
       problems.push({
-        field: `client_ip.trusted_proxies[${i}]`,
+        field: `${field}[${i}]`,
         message: `${JSON.stringify(cidr)} is not an IP address or CIDR`,
       })
+    }
   })
+}
 
-  const rules: RuleConfig[] = []
-  const ruleNames = new Set<string>()
-  ;(rl.rules ?? []).forEach((r, i) => {
-    if (ruleNames.has(r.name)) {
+function uuids(problems: ConfigProblem[], field: string, list: readonly string[]): string[] {
+  return list.map((b, j) => {
+    const uuid = parseUuid(b)
+    if (uuid === null)
+      problems.push({ field: `${field}[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
+    return uuid ?? b
+  })
+}
+
+function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'] {
+  const url = file.store?.url ?? ''
+  if (url !== '') checkUrl(problems, 'store.url', url, ['redis:', 'rediss:'])
+  const cluster = file.store?.cluster ?? []
+  cluster.forEach((u, i) => checkUrl(problems, `store.cluster[${i}]`, u, ['redis:', 'rediss:']))
+  if (url !== '' && cluster.length > 0) {
+    problems.push({ field: 'store', message: 'set either url or cluster, not both' })
+  }
+  return {
+    url,
+    cluster,
+    prefix: file.store?.prefix ?? 'basegate:',
+    timeoutMs: file.store?.timeout_ms ?? 100,
+    onError: file.store?.on_error ?? 'open',
+  }
+}
+
+function buildRules(problems: ConfigProblem[], file: LimitsFile): RuleConfig[] {
+  const names = new Set<string>()
+  return (file.rate_limits?.rules ?? []).map((r, i) => {
+    if (names.has(r.name)) {
       problems.push({
         field: `rate_limits.rules[${i}].name`,
         message: `${JSON.stringify(r.name)} is used by another rule`,
       })
     }
-    ruleNames.add(r.name)
+    names.add(r.name)
     const star = r.path.indexOf('*')
     if (star !== -1 && star !== r.path.length - 1) {
       problems.push({
@@ -87,9 +109,20 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
       r.method === undefined
         ? null
         : (Array.isArray(r.method) ? r.method : [r.method]).map((m) => m.toUpperCase())
-    rules.push({ name: r.name, methods, path: r.path, limits: rates(r.limits) })
+    return {
+      name: r.name,
+      methods,
+      path: r.path,
+      limits: rates(r.limits),
+      mode: r.mode ?? 'enforce',
+    }
   })
+}
 
+function buildListeners(
+  problems: ConfigProblem[],
+  file: LimitsFile
+): Pick<Config, 'listen' | 'admin'> {
   const adminHost = file.admin?.host ?? '127.0.0.1'
   const adminToken = file.admin?.token ?? ''
   if (adminToken === '' && !isLoopback(adminHost)) {
@@ -99,7 +132,6 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
       message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there`,
     })
   }
-
   const listenPort = file.listen?.port ?? 8080
   const adminPort = file.admin?.port ?? 9090
   if (adminPort !== 0 && adminPort === listenPort) {
@@ -109,7 +141,22 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
       message: `${adminPort} is the proxy's port (listen.port); the admin listener needs its own`,
     })
   }
+  return {
+    listen: {
+      host: file.listen?.host ?? '0.0.0.0',
+      port: listenPort,
+      headersTimeoutMs: file.listen?.headers_timeout_ms ?? 20_000,
+      requestTimeoutMs: file.listen?.request_timeout_ms ?? 300_000,
+    },
+    admin: { host: adminHost, port: adminPort, token: adminToken },
+  }
+}
 
+function buildMonthly(
+  problems: ConfigProblem[],
+  file: LimitsFile,
+  deployment: Deployment
+): MonthlyConfig {
   const timezone = file.monthly?.timezone ?? 'UTC'
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone })
@@ -119,8 +166,8 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
       message: `${JSON.stringify(timezone)} is not a time zone`,
     })
   }
-
-  const plans: Record<string, PlanConfig> = { ...DEFAULT_PLANS }
+  // No prototype: a plan named `__proto__` or `toString` is looked up as data, never inherited.
+  const plans: Record<string, PlanConfig> = Object.assign(Object.create(null), DEFAULT_PLANS)
   for (const [name, p] of Object.entries(file.monthly?.plans ?? {})) {
     plans[name] = p.calls !== undefined ? { calls: p.calls } : { callsPerUser: p.calls_per_user! }
   }
@@ -137,64 +184,57 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
         field: `monthly.teams[${i}].plan`,
         message: `${JSON.stringify(t.plan)} is not a plan`,
       })
-    const bases = t.bases.map((b, j) => {
-      const uuid = parseUuid(b)
-      if (uuid === null)
-        problems.push({
-          field: `monthly.teams[${i}].bases[${j}]`,
-          message: `${JSON.stringify(b)} is not a base UUID`,
-        })
-      return uuid ?? b
-    })
+    const bases = uuids(problems, `monthly.teams[${i}].bases`, t.bases)
     return { id: t.id, plan: t.plan, users: t.users, bases }
   })
+  return { enabled: file.monthly?.enabled ?? deployment === 'cloud', timezone, plans, teams }
+}
 
-  if (problems.length > 0) return { problems }
-
+function buildSizeLimits(file: LimitsFile): SizeLimits {
   const sl = file.size_limits ?? {}
+  return {
+    listRows: sl.list_rows ?? 1000,
+    appendRows: sl.append_rows ?? 1000,
+    updateRows: sl.update_rows ?? 1000,
+    deleteRows: sl.delete_rows ?? 10000,
+    sqlList: sl.sql_list ?? 10000,
+    maxBodyBytes: sl.max_body_bytes ?? 16_777_216,
+  }
+}
+
+/** Cross-field checks and preset merging: a valid document becomes a Config, or problems. */
+export function buildConfig(file: LimitsFile): { config?: Config; problems: ConfigProblem[] } {
+  const problems: ConfigProblem[] = []
+  const deployment = file.deployment ?? 'self-hosted'
+  const preset = PRESETS[deployment]
+  const rl = file.rate_limits ?? {}
+  const upstreamUrl = file.upstream?.url ?? 'http://127.0.0.1:8000'
+  checkUrl(problems, 'upstream.url', upstreamUrl, ['http:', 'https:'])
+  const trusted = file.client_ip?.trusted_proxies ?? []
+  checkCidrs(problems, 'client_ip.trusted_proxies', trusted)
+  const allowClients = file.allow?.clients ?? []
+  checkCidrs(problems, 'allow.clients', allowClients)
+  const allowBases = uuids(problems, 'allow.bases', file.allow?.bases ?? [])
   const config: Config = {
     deployment,
-    listen: {
-      host: file.listen?.host ?? '0.0.0.0',
-      port: listenPort,
-      headersTimeoutMs: file.listen?.headers_timeout_ms ?? 20_000,
-      requestTimeoutMs: file.listen?.request_timeout_ms ?? 300_000,
-    },
-    admin: { host: adminHost, port: adminPort, token: adminToken },
+    ...buildListeners(problems, file),
     upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? 60_000 },
-    store: {
-      url: storeUrl,
-      cluster,
-      prefix: file.store?.prefix ?? 'basegate:',
-      timeoutMs: file.store?.timeout_ms ?? 100,
-      onError: file.store?.on_error ?? 'open',
-    },
+    store: buildStore(problems, file),
     clientIp: { trustedProxies: trusted, ipv6Prefix: file.client_ip?.ipv6_prefix ?? 64 },
     rateLimits: {
       account: rates(rl.account ?? preset.account),
       base: rates(rl.base ?? preset.base),
       authToken: rates(rl.auth_token ?? preset.auth_token),
       other: rates(rl.other ?? preset.other),
-      rules,
+      rules: buildRules(problems, file),
       ipCeiling: rates(rl.ip_ceiling ?? 'unlimited'),
     },
     headers: file.headers ?? 'gateway',
     mode: file.mode ?? 'enforce',
     exempt: file.exempt ?? DEFAULT_EXEMPT,
-    sizeLimits: {
-      listRows: sl.list_rows ?? 1000,
-      appendRows: sl.append_rows ?? 1000,
-      updateRows: sl.update_rows ?? 1000,
-      deleteRows: sl.delete_rows ?? 10000,
-      sqlList: sl.sql_list ?? 10000,
-      maxBodyBytes: sl.max_body_bytes ?? 16_777_216,
-    },
-    monthly: {
-      enabled: file.monthly?.enabled ?? deployment === 'cloud',
-      timezone,
-      plans,
-      teams,
-    },
+    allow: { clients: allowClients, bases: allowBases },
+    sizeLimits: buildSizeLimits(file),
+    monthly: buildMonthly(problems, file, deployment),
   }
-  return { config, problems }
+  return problems.length > 0 ? { problems } : { config, problems }
 }

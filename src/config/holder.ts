@@ -3,12 +3,49 @@ import type { Config, ConfigProblem } from '../types.js'
 import { loadConfigFile } from './load.js'
 import { applyOverrides, type FlagOverrides } from './overrides.js'
 import { compileSnapshot, type Snapshot } from './snapshot.js'
+import { isLoopback } from './build.js'
+
+export type ReloadResult =
+  | { ok: true; config: Config; changed: string[]; needsRestart: string[] }
+  | { ok: false; problems: ConfigProblem[] }
+
+/** Settings bound at start (sockets, pools, connections): a reload keeps the running values. */
+const RESTART_ONLY = ['listen', 'admin.host', 'admin.port', 'upstream.url', 'store'] as const
+
+function get(config: Config, path: string): unknown {
+  return path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], config)
+}
+
+/** Top-level keys (and the restart-only leaves) whose values differ. */
+function diff(a: Config, b: Config): string[] {
+  const out: string[] = []
+  for (const k of Object.keys(b) as (keyof Config)[]) {
+    if (JSON.stringify(a[k]) !== JSON.stringify(b[k])) out.push(k)
+  }
+  return out
+}
+
+/** The new config with every restart-only setting kept at its running value. */
+function keepRunning(running: Config, next: Config): { config: Config; needsRestart: string[] } {
+  const needsRestart = RESTART_ONLY.filter(
+    (p) => JSON.stringify(get(running, p)) !== JSON.stringify(get(next, p))
+  )
+  const config: Config = {
+    ...next,
+    listen: running.listen,
+    admin: { ...next.admin, host: running.admin.host, port: running.admin.port },
+    upstream: { ...next.upstream, url: running.upstream.url },
+    store: running.store,
+  }
+  return { config, needsRestart: [...needsRestart] }
+}
 
 /**
  * The running configuration: the file (with the flags over it) and the admin API's team
  * changes. A reload that fails validation changes nothing; one that passes swaps the snapshot
  * whole, so requests see the old or the new one, never a mix. Counters live in the store and
- * are kept.
+ * are kept. What is bound at start (listeners, upstream pool, store) keeps its running value
+ * until a restart, and /v1/config shows what runs.
  */
 export class ConfigHolder {
   private snap: Snapshot
@@ -30,11 +67,19 @@ export class ConfigHolder {
     return this.teams
   }
 
-  async reload(): Promise<{ ok: true; config: Config } | { ok: false; problems: ConfigProblem[] }> {
+  async reload(): Promise<ReloadResult> {
     const result = await loadConfigFile(this.file)
     if (!result.ok) return result
-    this.snap = compileSnapshot(applyOverrides(result.config, this.flags), this.teams)
-    return { ok: true, config: this.snap.config }
+    const running = this.snap.config
+    const { config, needsRestart } = keepRunning(running, applyOverrides(result.config, this.flags))
+    // Issue #11: a reload may never open an admin listener on a public address.
+    if (config.admin.token === '' && !isLoopback(config.admin.host)) {
+      const message = `cannot be emptied while the admin listener is on ${JSON.stringify(config.admin.host)} (not loopback)`
+      return { ok: false, problems: [{ field: 'admin.token', message }] }
+    }
+    const changed = diff(running, config)
+    this.snap = compileSnapshot(config, this.teams)
+    return { ok: true, config, changed, needsRestart }
   }
 
   setTeamOverrides(teams: ReadonlyMap<string, TeamOverride>): void {

@@ -147,6 +147,14 @@ export async function loadConfigFile(
       ],
     }
   }
+  // Issue #11: editors truncate before they write; an empty file is a half-written one, not
+  // "every default" (write `{}` for that). It is refused at start and on reload alike.
+  if (YAML.parseDocument(text).contents === null) {
+    return {
+      ok: false,
+      problems: [{ field: file, message: 'is empty (write {} to take every default)' }],
+    }
+  }
   return parseConfig(text, env)
 }
 

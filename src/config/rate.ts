@@ -26,6 +26,3 @@ export function parseRate(text: string): Rate | null | undefined {
   if (windowMs === undefined || !Number.isSafeInteger(limit) || limit < 1) return undefined
   return { limit, windowMs, text: text.trim() }
 }
-
-/** "1/50 of the window" (SPEC §3) is the bucket width; every unit above divides by 50. */
-export const BUCKETS_PER_WINDOW = 50

@@ -37,6 +37,7 @@ const rule = z.strictObject({
   method: z.union([methodName, z.array(methodName).min(1)]).optional(),
   path: z.string().startsWith('/', { error: 'a rule path starts with /' }),
   limits: rateValue,
+  mode: z.enum(['enforce', 'dry-run']).optional(),
 })
 
 export const planSchema = z
@@ -99,6 +100,12 @@ export const limitsFileSchema = z.strictObject({
     .optional(),
   headers: z.enum(['gateway', 'all', 'none']).optional(),
   mode: z.enum(['enforce', 'dry-run']).optional(),
+  allow: z
+    .strictObject({
+      clients: z.array(z.string()).optional(),
+      bases: z.array(z.string()).optional(),
+    })
+    .optional(),
   exempt: z.array(z.string().startsWith('/', { error: 'an exempt path starts with /' })).optional(),
   size_limits: z
     .strictObject({

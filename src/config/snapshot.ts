@@ -1,5 +1,5 @@
 import { compileClassifier, type Classifier } from '../http/classify.js'
-import { createClientIpResolver, type ClientIpResolver } from '../http/client-ip.js'
+import { cidrMatcher, createClientIpResolver, type ClientIpResolver } from '../http/client-ip.js'
 import { effectiveTeams, teamsByBase, type Team, type TeamOverride } from '../quota/teams.js'
 import type { Config } from '../types.js'
 
@@ -12,6 +12,8 @@ export interface Snapshot {
   config: Config
   classifier: Classifier
   clientIp: ClientIpResolver
+  /** SPEC §2 allow.clients: whether a client is never limited. */
+  allowClient: (ip: string) => boolean
   teams: readonly Team[]
 }
 
@@ -24,6 +26,7 @@ export function compileSnapshot(
     config,
     classifier: compileClassifier(config, teamsByBase(teams)),
     clientIp: createClientIpResolver(config.clientIp),
+    allowClient: cidrMatcher(config.allow.clients),
     teams,
   }
 }

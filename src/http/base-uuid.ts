@@ -7,20 +7,32 @@ const UUID_SRC = '(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 /** Regex source for one UUID segment in any accepted form (for rule patterns). */
 export const UUID_PATTERN = UUID_SRC
 
-// A `dtables` segment followed by a whole UUID segment, anywhere in the path.
-const DTABLES_RE = new RegExp(`/dtables/(${UUID_SRC})(?=/|$)`, 'i')
+function canonical(uuid: string): string {
+  return uuid.replace(/-/g, '').toLowerCase()
+}
 
 /** The canonical form: lower case, no hyphens; null when `text` is not a UUID. */
 export function parseUuid(text: string): string | null {
   return UUID_RE.test(text) ? canonical(text) : null
 }
 
-function canonical(uuid: string): string {
-  return uuid.replace(/-/g, '').toLowerCase()
-}
-
-/** The canonical UUID of the base a path addresses, or null. */
+/**
+ * SPEC §3: the base is the first path segment that is a UUID, in every API generation
+ * (`/api-gateway/api/v2/dtables/{u}/`, `/dtable-server/api/v1/dtables/{u}/`,
+ * `/dtable-db/api/v1/query/{u}/`, `/api/v2.1/dtable-db/query/{u}/`, …). Only segments of the
+ * two UUID lengths are tested, so the scan costs a few length compares per segment.
+ */
 export function baseUuidOfPath(path: string): string | null {
-  const m = DTABLES_RE.exec(path)
-  return m ? canonical(m[1]!) : null
+  let start = 1
+  while (start < path.length) {
+    let end = path.indexOf('/', start)
+    if (end === -1) end = path.length
+    const len = end - start
+    if (len === 36 || len === 32) {
+      const seg = path.slice(start, end)
+      if (UUID_RE.test(seg)) return canonical(seg)
+    }
+    start = end + 1
+  }
+  return null
 }

@@ -30,6 +30,16 @@ function parseCidr(text: string): Cidr {
   return [addr, addr.kind() === 'ipv4' ? 32 : 128]
 }
 
+/** A matcher for a CIDR list (SPEC §2 allow.clients); an empty list matches nothing. */
+export function cidrMatcher(list: readonly string[]): (ip: string) => boolean {
+  if (list.length === 0) return () => false
+  const cidrs = list.map(parseCidr)
+  return (ip) => {
+    const a = parse(ip)
+    return a !== null && cidrs.some(([net, bits]) => a.kind() === net.kind() && a.match(net, bits))
+  }
+}
+
 export interface ClientIpResolver {
   /** The client's address, as text (IPv4 dotted, IPv6 compact). */
   clientIp(peer: string | undefined, xff: string | string[] | undefined): string

@@ -16,22 +16,26 @@ export interface ForwardResult {
   error?: string
 }
 
+export interface ForwardRequest {
+  req: IncomingMessage
+  res: ServerResponse
+  pathAndQuery: string
+  /** Headers of ours to add to the answer (x-ratelimit-*, Deprecation, …). */
+  extraHeaders: OutgoingHttpHeaders | null
+  /** A body already read (size checks); else the request streams through. */
+  body?: Buffer | Readable
+  /** upstream.timeout_ms of the snapshot the request was admitted under (reload applies at once). */
+  timeoutMs: number
+  done: (r: ForwardResult) => void
+}
+
 export interface Forwarder {
-  forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    pathAndQuery: string,
-    extraHeaders: OutgoingHttpHeaders | null,
-    done: (r: ForwardResult) => void,
-    /** A body already read (size checks); else the request streams through. */
-    body?: Buffer | Readable
-  ): void
+  forward(f: ForwardRequest): void
   close(): Promise<void>
 }
 
 export interface ForwarderOptions {
   url: string
-  timeoutMs: number
   /** Upper bound on pooled connections to the upstream. */
   connections?: number
 }
@@ -43,7 +47,11 @@ export function peerAddress(req: IncomingMessage): string {
 }
 
 /** Request headers for the upstream, as a flat [name, value, …] list (keeps duplicates). */
-export function upstreamRequestHeaders(req: IncomingMessage, keepUpgrade = false): string[] {
+export function upstreamRequestHeaders(
+  req: IncomingMessage,
+  opts: { keepUpgrade?: boolean } = {}
+): string[] {
+  const keepUpgrade = opts.keepUpgrade === true
   const raw = req.rawHeaders
   const listed = connectionTokens(req.headers.connection)
   const out: string[] = []
@@ -101,30 +109,24 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     connections: opts.connections ?? 256,
     pipelining: 1,
     keepAliveTimeout: 4_000,
-    // undici re-arms this timer on every body chunk it writes, so it runs from the request
-    // fully sent to the response headers (SPEC §2 upstream.timeout_ms).
-    headersTimeout: opts.timeoutMs,
-    // A stalled response body is cut after the same idle time.
-    bodyTimeout: opts.timeoutMs,
   })
-  const timeoutText = `the upstream sent no answer within ${opts.timeoutMs} ms`
 
-  function forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    pathAndQuery: string,
-    extraHeaders: OutgoingHttpHeaders | null,
-    done: (r: ForwardResult) => void,
-    body?: Buffer | Readable
-  ): void {
+  function forward(f: ForwardRequest): void {
+    const { req, res, extraHeaders, done } = f
     const started = performance.now()
     let upstreamMs: number | null = null
     pool.stream(
       {
-        path: basePath + pathAndQuery,
+        path: basePath + f.pathAndQuery,
         method: req.method as 'GET',
         headers: upstreamRequestHeaders(req),
-        body: body ?? (hasBody(req) ? req : null),
+        body: f.body ?? (hasBody(req) ? req : null),
+        // undici re-arms this timer on every body chunk it writes, so it runs from the request
+        // fully sent to the response headers (SPEC §2 upstream.timeout_ms). Per request, so a
+        // reload applies to the next one, as it does for WebSocket upgrades.
+        headersTimeout: f.timeoutMs,
+        // A stalled response body is cut after the same idle time.
+        bodyTimeout: f.timeoutMs,
       },
       ({ statusCode, headers }) => {
         upstreamMs = performance.now() - started
@@ -146,7 +148,8 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         }
         if (req.destroyed && res.destroyed) return done({ status: 0, upstreamMs, error: code })
         if (code === 'UND_ERR_HEADERS_TIMEOUT') {
-          sendJsonError(res, 504, timeoutText, extraHeaders)
+          const text = `the upstream sent no answer within ${f.timeoutMs} ms`
+          sendJsonError(res, 504, text, extraHeaders)
           return done({ status: 504, upstreamMs, error: code })
         }
         sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)

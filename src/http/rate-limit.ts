@@ -1,22 +1,40 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Snapshot } from '../config/snapshot.js'
 import type { Classification, Decision, LimiterStore } from '../types.js'
-import { rateHeaderValues, retryAfterSec, type RateHeaderValues } from './rate-headers.js'
+import {
+  rateHeaderValues,
+  retryAfterSec,
+  shadowRulesOver,
+  type RateHeaderValues,
+} from './rate-headers.js'
 
 /** What the rate check made of one request. */
 export interface Admission {
   classification: Classification
   clientIp: string
-  /** null when no window applies (exempt, unlimited). */
+  /** null when no window applies (exempt, unlimited, allowed). */
   decision: Decision | null
   /** The window with the fewest calls left (what the headers and the log line show). */
   window: RateHeaderValues | null
-  /** Headers for the answer: x-ratelimit-* where `headers` says, retry-after on a refusal. */
+  /** x-ratelimit-* where `headers` says, and retry-after when the call is refused for real. */
   headers: OutgoingHttpHeaders | null
-  /** The limits refuse this call (in dry-run it is forwarded all the same). */
-  overLimit: boolean
+  /** The enforced limits refuse this call (in dry-run mode it is forwarded all the same). */
+  refused: 'rate' | 'monthly' | null
+  /** Dry-run rules over their limit: logged, never refused. */
+  shadowRules: readonly string[]
   /** The team's month, when a monthly quota applies. */
   monthly: { team: string; used: number; quota: number; refused: boolean } | null
+}
+
+/** The team month a decision charged (or refused), if any. */
+function monthlyOf(c: Classification, d: Decision): Admission['monthly'] {
+  for (let i = 0; i < c.charges.length; i++) {
+    const ch = c.charges[i]!
+    if (ch.kind !== 'monthly') continue
+    const w = d.windows[i]!
+    return { team: ch.team, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
+  }
+  return null
 }
 
 /**
@@ -30,55 +48,49 @@ export async function admit(
   path: string,
   nowMs: number
 ): Promise<Admission> {
-  const clientIp = snapshot.clientIp.clientIp(
-    req.socket.remoteAddress,
-    req.headers['x-forwarded-for']
-  )
-  const classification = snapshot.classifier.classify(
+  const { clientIp: resolver, classifier, allowClient, config } = snapshot
+  const clientIp = resolver.clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'])
+  const classification = classifier.classify(
     req.method ?? 'GET',
     path,
-    snapshot.clientIp.keyOf(clientIp),
+    resolver.keyOf(clientIp),
     nowMs
   )
-  if (classification.charges.length === 0) {
+  // SPEC §2 allow.clients: never limited, never charged, no headers.
+  if (classification.charges.length > 0 && allowClient(clientIp)) {
+    classification.charges = []
+    classification.emitHeaders = false
+  }
+  const charges = classification.charges
+  if (charges.length === 0) {
     return {
       classification,
       clientIp,
       decision: null,
       window: null,
       headers: null,
-      overLimit: false,
+      refused: null,
+      shadowRules: [],
       monthly: null,
     }
   }
-  const decision = await store.consume(classification.charges, nowMs)
-  const hv = rateHeaderValues(decision, classification.charges)!
+  const decision = await store.consume(charges, nowMs)
+  const window = rateHeaderValues(decision, charges)
+  const monthly = monthlyOf(classification, decision)
   let headers: OutgoingHttpHeaders | null = null
-  if (classification.emitHeaders) {
+  if (classification.emitHeaders && window !== null) {
     headers = {
-      'x-ratelimit-limit': hv.limit,
-      'x-ratelimit-remaining': hv.remaining,
-      'x-ratelimit-reset': hv.resetSec,
+      'x-ratelimit-limit': window.limit,
+      'x-ratelimit-remaining': window.remaining,
+      'x-ratelimit-reset': window.resetSec,
     }
   }
-  if (!decision.allowed) {
+  const refused = decision.allowed ? null : monthly?.refused ? 'monthly' : 'rate'
+  // SPEC §4: retry-after goes on a real refusal only; dry-run forwards the call.
+  if (refused !== null && config.mode === 'enforce') {
     headers ??= {}
-    headers['retry-after'] = String(retryAfterSec(decision, nowMs))
+    headers['retry-after'] = String(retryAfterSec(decision, charges))
   }
-  let monthly: Admission['monthly'] = null
-  const charges = classification.charges
-  for (let i = 0; i < charges.length; i++) {
-    if (charges[i]!.kind !== 'monthly') continue
-    const w = decision.windows[i]!
-    monthly = { team: charges[i]!.team!, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
-  }
-  return {
-    classification,
-    clientIp,
-    decision,
-    window: hv,
-    headers,
-    overLimit: !decision.allowed,
-    monthly,
-  }
+  const shadowRules = shadowRulesOver(decision, charges)
+  return { classification, clientIp, decision, window, headers, refused, shadowRules, monthly }
 }

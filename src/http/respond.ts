@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { Refusal } from './gate.js'
 
 /** SPEC §4 error answers: `{"error_msg": "..."}` with a content-type and a length. */
 export function sendJsonError(
@@ -17,9 +18,9 @@ export function sendJsonError(
   res.end(body)
 }
 
-/** SPEC §4: a 429 has no body. */
-export function sendTooMany(res: ServerResponse, headers: OutgoingHttpHeaders): void {
-  headers['content-length'] = 0
-  res.writeHead(429, headers)
+/** A refusal of the gate: a JSON error, or (SPEC §4) a 429 with no body. */
+export function sendRefusal(res: ServerResponse, r: Refusal): void {
+  if (r.message !== null) return sendJsonError(res, r.status, r.message, r.headers)
+  res.writeHead(r.status, { ...r.headers, 'content-length': 0 })
   res.end()
 }

@@ -30,7 +30,7 @@ export async function checkSize(
   req: IncomingMessage,
   query: string,
   limits: SizeLimits,
-  keepRestForDryRun: boolean
+  opts: { keepRestForDryRun: boolean }
 ): Promise<SizeOutcome> {
   const limit = limitFor(check.name, limits)
   if (!check.needsBody) return judge(countListRows(query), check.name, limit, {})
@@ -39,7 +39,7 @@ export async function checkSize(
   if (read.kind === 'aborted') return { aborted: true }
   if (read.kind === 'too_large') {
     return {
-      body: keepRestForDryRun
+      body: opts.keepRestForDryRun
         ? Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
         : undefined,
       refusal: {

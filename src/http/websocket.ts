@@ -2,28 +2,15 @@ import { request as httpRequest, STATUS_CODES, type IncomingMessage } from 'node
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/log.js'
-import type { Snapshot } from '../config/snapshot.js'
-import type { Admission } from './rate-limit.js'
+import type { Finish } from '../observe/request-log.js'
+import type { GateResult, Refusal } from './gate.js'
+import type { Outcome } from './outcome.js'
 import { upstreamRequestHeaders } from './proxy.js'
+import { sizeCheckFor } from './size-limits.js'
 
 // SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
 // The upgrade request is rate-checked like any other; after the 101 the two sockets are
 // piped to each other. Tunnels bypass the pool: each holds its own upstream connection.
-
-type Check = (
-  req: IncomingMessage,
-  fail: (status: number, message: string, headers?: Record<string, number>) => void
-) => Promise<{ adm: Admission; path: string; query: string; snap: Snapshot } | null>
-
-type LogLine = (
-  method: string,
-  path: string,
-  adm: Admission,
-  status: number,
-  started: number,
-  upstreamMs: number | null,
-  extra?: Record<string, unknown>
-) => void
 
 /** An HTTP/1.1 response head from a flat [name, value, …] list (no ServerResponse exists for upgrades). */
 function rawHead(
@@ -50,49 +37,72 @@ function writeRaw(
   socket.end(rawHead(status, undefined, Object.entries(headers).flat()) + body)
 }
 
-function jsonFail(socket: Duplex) {
-  return (status: number, message: string, extra?: Record<string, number>) => {
-    const body = JSON.stringify({ error_msg: message })
-    writeRaw(
-      socket,
-      status,
-      {
-        ...extra,
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(body),
-        connection: 'close',
-      },
-      body
-    )
+function jsonFail(
+  socket: Duplex,
+  status: number,
+  message: string,
+  extra?: Record<string, string | number>
+): void {
+  const body = JSON.stringify({ error_msg: message })
+  const headers = {
+    ...extra,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    connection: 'close',
   }
+  writeRaw(socket, status, headers, body)
 }
 
-export function createUpgradeHandler(opts: {
+function sendRefusal(socket: Duplex, r: Refusal): void {
+  const headers = (r.headers ?? {}) as Record<string, string | number>
+  if (r.message !== null) jsonFail(socket, r.status, r.message, headers)
+  else writeRaw(socket, r.status, { ...headers, 'content-length': 0, connection: 'close' })
+}
+
+const NOT_HERE = 'an Upgrade request is not accepted on an endpoint with a size limit'
+
+export interface UpgradeOptions {
   upstreamUrl: string
   logger: Logger
-  check: Check
-  logLine: LogLine
-}) {
+  gate: (req: IncomingMessage) => Promise<GateResult>
+  finish: Finish
+}
+
+export function createUpgradeHandler(opts: UpgradeOptions) {
   const url = new URL(opts.upstreamUrl)
   const basePath = url.pathname.replace(/\/+$/, '')
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest
   const tunnels = new Set<Duplex>()
 
   async function run(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const started = performance.now()
+    const startedMs = performance.now()
     const method = req.method ?? 'GET'
     socket.on('error', () => socket.destroy())
-    const checked = await opts.check(req, jsonFail(socket))
-    if (checked === null) return
-    const { adm, path, query, snap } = checked
-    if (adm.overLimit && snap.config.mode === 'enforce') {
-      writeRaw(socket, 429, {
-        ...(adm.headers as Record<string, number>),
-        'content-length': 0,
-        connection: 'close',
+    const g = await opts.gate(req)
+    if (g.kind === 'refuse') {
+      sendRefusal(socket, g)
+      return opts.finish({
+        method,
+        path: g.path,
+        admission: g.admission,
+        startedMs,
+        outcome: g.outcome,
+        dryRun: null,
       })
-      opts.logLine(method, path, adm, 429, started, null)
-      return
+    }
+    const { admission, path, query, snapshot, dryRun } = g
+    const done = (outcome: Outcome) =>
+      opts.finish({ method, path, admission, startedMs, outcome, dryRun })
+    // Issue #11: an Upgrade header must not carry a call past the size checks. Only the
+    // service's real-time socket upgrades; a checked endpoint never does.
+    if (sizeCheckFor(method, path) !== null) {
+      jsonFail(
+        socket,
+        400,
+        NOT_HERE,
+        admission.headers as Record<string, string | number> | undefined
+      )
+      return done({ kind: 'size_refused', status: 400, message: NOT_HERE })
     }
 
     const upstreamReq = send({
@@ -100,30 +110,33 @@ export function createUpgradeHandler(opts: {
       port: url.port || (url.protocol === 'https:' ? 443 : 80),
       method,
       path: basePath + path + query,
-      headers: upstreamRequestHeaders(req, true),
-      timeout: snap.config.upstream.timeoutMs,
+      headers: upstreamRequestHeaders(req, { keepUpgrade: true }),
+      timeout: snapshot.config.upstream.timeoutMs,
     })
     upstreamReq.on('timeout', () =>
       upstreamReq.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }))
     )
     upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
       const status = err.code === 'ETIMEDOUT' ? 504 : 502
-      jsonFail(socket)(
-        status,
+      const text =
         status === 504
           ? 'the upstream sent no answer in time'
           : `the upstream could not be reached (${err.code ?? 'error'})`
-      )
-      opts.logLine(method, path, adm, status, started, null, { upstream_error: err.code })
+      jsonFail(socket, status, text)
+      done({ kind: 'upstream_error', status, upstreamMs: null, error: err.code ?? 'error' })
     })
     // The upstream declined the upgrade: relay its answer as is.
     upstreamReq.on('response', (res) => {
       socket.write(rawHead(res.statusCode ?? 502, res.statusMessage, res.rawHeaders))
       res.pipe(socket)
-      opts.logLine(method, path, adm, res.statusCode ?? 0, started, performance.now() - started)
+      done({
+        kind: 'forwarded',
+        status: res.statusCode ?? 0,
+        upstreamMs: performance.now() - startedMs,
+      })
     })
     upstreamReq.on('upgrade', (res, upstreamSocket, upstreamHead) => {
-      const upstreamMs = performance.now() - started
+      const upstreamMs = performance.now() - startedMs
       upstreamReq.setTimeout(0)
       socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
       if (upstreamHead.length > 0) socket.write(upstreamHead)
@@ -135,22 +148,14 @@ export function createUpgradeHandler(opts: {
       socket.pipe(upstreamSocket)
       tunnels.add(socket)
       socket.once('close', () => tunnels.delete(socket))
-      opts.logLine(
-        method,
-        path,
-        adm,
-        101,
-        started,
-        upstreamMs,
-        adm.overLimit ? { dry_run: true } : undefined
-      )
+      done({ kind: 'forwarded', status: 101, upstreamMs })
     })
     upstreamReq.end()
   }
 
   function handle(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     run(req, socket, head).catch((err: unknown) => {
-      opts.logger.error({ err: { message: (err as Error)?.message } }, 'upgrade failed')
+      opts.logger.error({ err }, 'upgrade failed')
       socket.destroy()
     })
   }

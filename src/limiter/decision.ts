@@ -1,17 +1,15 @@
-import type { Charge, Decision, WindowState } from '../types.js'
+import type { Decision, WindowState } from '../types.js'
 
-/** Builds the per-window states from the store's raw numbers (shared by every store). */
+/** Builds one window's state from a store's raw numbers (shared by every store). */
 export function toWindowState(
-  charge: Charge,
   used: number,
   resetAtMs: number,
   retryAtMs: number,
   nowMs: number,
-  limit = charge.limit
+  limit: number
 ): WindowState {
   return {
     limit,
-    windowMs: charge.windowMs,
     used,
     remaining: Math.max(0, limit - used),
     resetAtMs: resetAtMs === 0 ? nowMs : resetAtMs,
@@ -19,7 +17,7 @@ export function toWindowState(
   }
 }
 
-export const ADMIT_NOTHING_TO_CHECK: Decision = Object.freeze({
-  allowed: true,
-  windows: [],
-}) as Decision
+/** The decision for a request with no window to check. */
+export function admitNothing(nowMs: number): Decision {
+  return { allowed: true, windows: [], nowMs }
+}

@@ -1,14 +1,20 @@
 import type { Charge, Decision, LimiterStore, OnStoreError } from '../types.js'
-import { MemoryStore } from './memory-store.js'
+import type { MemoryStore } from './memory-store.js'
 import { OverLimitCache } from './over-limit-cache.js'
 import { StoreError } from './store-error.js'
 
 export interface GuardedStoreOptions {
   onError: OnStoreError
-  /** Told once when the store fails and once when it answers again (not per request). */
+  /** The local limiter that answers while the store is down under `on_error: open`. */
+  fallback: MemoryStore
+  /** Told once when the store is found down and once when it answers again (not per request). */
   onOutage?: (down: boolean, err?: unknown) => void
   /** Answer known-full windows from memory (default true). */
   overLimitCache?: boolean
+  /** Consecutive failed calls that mark the store down (default 3). */
+  failuresToTrip?: number
+  /** While down, one call in this long goes to the store to see whether it is back (default 1000). */
+  probeEveryMs?: number
   /** Metrics hooks. */
   observe?: { call(seconds: number, ok: boolean): void; fallback(): void; cached(): void }
 }
@@ -16,14 +22,21 @@ export interface GuardedStoreOptions {
 /**
  * Resilience around the shared store, as a decorator:
  * - the local over-limit cache answers floods on a full window without a store round trip;
- * - SPEC §1 store.on_error: `open` answers from a local in-memory limiter while the store
- *   fails (each instance then limits alone); `closed` lets the StoreError through, and the
- *   gateway answers 503.
+ * - a circuit breaker: the store is "down" after `failuresToTrip` consecutive failures (one
+ *   slow call under load does not flip the instance); while down, calls do not wait on the
+ *   store at all, and one probe a second tells when it is back;
+ * - SPEC §1 store.on_error: a call the store cannot answer gets `open`: the local in-memory
+ *   limiter (each instance then limits alone); `closed`: the StoreError, and the gateway
+ *   answers 503.
  */
 export class GuardedStore implements LimiterStore {
-  private readonly fallback = new MemoryStore()
+  private readonly fallback: MemoryStore
   private readonly overLimit: OverLimitCache | null
+  private readonly failuresToTrip: number
+  private readonly probeEveryMs: number
+  private failures = 0
   private down = false
+  private nextProbeMs = 0
   /** Decisions answered from the over-limit cache (for metrics and tests). */
   cachedRefusals = 0
 
@@ -31,7 +44,15 @@ export class GuardedStore implements LimiterStore {
     private readonly inner: LimiterStore,
     private readonly opts: GuardedStoreOptions
   ) {
+    this.fallback = opts.fallback
     this.overLimit = opts.overLimitCache === false ? null : new OverLimitCache()
+    this.failuresToTrip = opts.failuresToTrip ?? 3
+    this.probeEveryMs = opts.probeEveryMs ?? 1000
+  }
+
+  /** Whether the breaker holds the store for down (readiness, tests). */
+  get isDown(): boolean {
+    return this.down
   }
 
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
@@ -41,21 +62,30 @@ export class GuardedStore implements LimiterStore {
       this.opts.observe?.cached()
       return cached
     }
+    if (this.down && Date.now() < this.nextProbeMs) return this.unanswered(charges, nowMs, null)
+    if (this.down) this.nextProbeMs = Date.now() + this.probeEveryMs
     const started = performance.now()
     try {
       const d = await this.inner.consume(charges, nowMs)
       this.opts.observe?.call((performance.now() - started) / 1000, true)
+      this.failures = 0
       if (this.down) this.markDown(false)
       this.overLimit?.learn(charges, d, nowMs)
       return d
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
       this.opts.observe?.call((performance.now() - started) / 1000, false)
-      if (!this.down) this.markDown(true, err)
-      if (this.opts.onError === 'closed') throw err
-      this.opts.observe?.fallback()
-      return this.fallback.consumeSync(charges, nowMs)
+      this.failures++
+      if (!this.down && this.failures >= this.failuresToTrip) this.markDown(true, err)
+      return this.unanswered(charges, nowMs, err)
     }
+  }
+
+  /** A call the store did not answer: the local limiter (open) or the error (closed). */
+  private unanswered(charges: readonly Charge[], nowMs: number, err: StoreError | null): Decision {
+    if (this.opts.onError === 'closed') throw err ?? new StoreError('the store is down')
+    this.opts.observe?.fallback()
+    return this.fallback.consumeSync(charges, nowMs)
   }
 
   /** Usage reads go to the shared store; while it is down, to the local fallback. */
@@ -70,11 +100,15 @@ export class GuardedStore implements LimiterStore {
 
   private markDown(down: boolean, err?: unknown): void {
     this.down = down
+    this.nextProbeMs = Date.now() + this.probeEveryMs
     this.opts.onOutage?.(down, err)
   }
 
-  ready(): Promise<boolean> {
-    return this.inner.ready()
+  async ready(): Promise<boolean> {
+    const ok = await this.inner.ready()
+    // A store that answers a ping is back: the next call need not wait for the probe.
+    if (ok && this.down) this.nextProbeMs = 0
+    return ok
   }
 
   async close(): Promise<void> {

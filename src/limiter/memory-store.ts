@@ -1,6 +1,13 @@
-import { BUCKETS_PER_WINDOW } from '../config/rate.js'
-import type { Charge, Decision, LimiterStore } from '../types.js'
-import { ADMIT_NOTHING_TO_CHECK, toWindowState } from './decision.js'
+import {
+  BUCKETS_PER_WINDOW,
+  type Charge,
+  type Decision,
+  type LimiterStore,
+  type MonthlyCharge,
+  type SlidingCharge,
+  type RuleCharge,
+} from '../types.js'
+import { admitNothing, toWindowState } from './decision.js'
 
 // The same bucketed sliding window as sliding-window.lua, in this process only. The contract
 // suite (test/limiter/store-contract.ts) holds both to one behaviour.
@@ -32,61 +39,63 @@ export class MemoryStore implements LimiterStore {
 
   consumeSync(charges: readonly Charge[], nowMs: number, peek = false): Decision {
     const n = charges.length
-    if (n === 0) return ADMIT_NOTHING_TO_CHECK
+    if (n === 0) return admitNothing(nowMs)
     this.sweep(nowMs)
     const scans: Scan[] = new Array(n)
     let allowed = true
     for (let i = 0; i < n; i++) {
-      scans[i] = this.scan(charges[i]!, nowMs)
-      if (scans[i]!.retryAtMs !== 0) allowed = false
+      const c = charges[i]!
+      scans[i] = c.kind === 'monthly' ? this.scanCalendar(c) : this.scan(c, nowMs)
+      // SPEC §2: a dry-run rule is counted but never refuses.
+      if (scans[i]!.retryAtMs !== 0 && !isShadow(c)) allowed = false
     }
     if (allowed && !peek) {
       for (let i = 0; i < n; i++) {
         const c = charges[i]!
         const s = scans[i]!
-        if (c.windowMs === 0) {
-          this.chargeCalendar(c)
-          s.used += 1
-          continue
-        }
-        const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
-        let e = this.entries.get(c.key)
-        if (!e) {
-          e = { buckets: new Map(), expiresAtMs: 0 }
-          this.entries.set(c.key, e)
-        }
-        e.buckets.set(s.current, (e.buckets.get(s.current) ?? 0) + 1)
-        e.expiresAtMs = nowMs + c.windowMs + 2 * bucketMs
+        // A dry-run rule that is over was never admitted by it: not charged.
+        if (isShadow(c) && s.retryAtMs !== 0) continue
+        if (c.kind === 'monthly') this.chargeCalendar(c)
+        else this.chargeSliding(c, s, nowMs)
         s.used += 1
-        if (s.resetAtMs === 0) s.resetAtMs = (s.current + 1) * bucketMs + c.windowMs
       }
     }
     const windows = new Array(n)
     for (let i = 0; i < n; i++) {
       const s = scans[i]!
-      windows[i] = toWindowState(charges[i]!, s.used, s.resetAtMs, s.retryAtMs, nowMs)
+      windows[i] = toWindowState(s.used, s.resetAtMs, s.retryAtMs, nowMs, charges[i]!.limit)
     }
-    return { allowed, windows }
+    return { allowed, windows, nowMs }
   }
 
-  private chargeCalendar(c: Charge): void {
+  private chargeSliding(c: SlidingCharge | RuleCharge, s: Scan, nowMs: number): void {
+    const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
     let e = this.entries.get(c.key)
     if (!e) {
-      e = { buckets: new Map(), expiresAtMs: c.endMs! + 86_400_000 }
+      e = { buckets: new Map(), expiresAtMs: 0 }
+      this.entries.set(c.key, e)
+    }
+    e.buckets.set(s.current, (e.buckets.get(s.current) ?? 0) + 1)
+    e.expiresAtMs = nowMs + c.windowMs + 2 * bucketMs
+    if (s.resetAtMs === 0) s.resetAtMs = (s.current + 1) * bucketMs + c.windowMs
+  }
+
+  private chargeCalendar(c: MonthlyCharge): void {
+    let e = this.entries.get(c.key)
+    if (!e) {
+      e = { buckets: new Map(), expiresAtMs: c.endMs + 86_400_000 }
       this.entries.set(c.key, e)
     }
     e.buckets.set(0, (e.buckets.get(0) ?? 0) + 1)
   }
 
   /** A calendar window: one counter for the period, reset at its end (the key's name changes). */
-  private scanCalendar(c: Charge): Scan {
+  private scanCalendar(c: MonthlyCharge): Scan {
     const used = this.entries.get(c.key)?.buckets.get(0) ?? 0
-    const endMs = c.endMs!
-    return { used, resetAtMs: endMs, retryAtMs: used + 1 > c.limit ? endMs : 0, current: 0 }
+    return { used, resetAtMs: c.endMs, retryAtMs: used + 1 > c.limit ? c.endMs : 0, current: 0 }
   }
 
-  private scan(c: Charge, nowMs: number): Scan {
-    if (c.windowMs === 0) return this.scanCalendar(c)
+  private scan(c: SlidingCharge | RuleCharge, nowMs: number): Scan {
     const bucketMs = c.windowMs / BUCKETS_PER_WINDOW
     const current = Math.floor(nowMs / bucketMs)
     const oldest = Math.floor((nowMs - c.windowMs) / bucketMs)
@@ -133,4 +142,8 @@ export class MemoryStore implements LimiterStore {
   async close(): Promise<void> {
     this.entries.clear()
   }
+}
+
+function isShadow(c: Charge): boolean {
+  return c.kind === 'rule' && c.dryRun
 }

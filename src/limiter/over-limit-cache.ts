@@ -2,6 +2,7 @@ import type { Charge, Decision, WindowState } from '../types.js'
 
 interface Entry {
   limit: number
+  /** On this process's clock. */
   retryAtMs: number
 }
 
@@ -11,11 +12,17 @@ interface Entry {
  * calls add none, and no bucket leaves earlier). Until then a request charging that window
  * is refused from memory, without a store round trip, so a flood costs the store nothing.
  * It only ever refuses what the store would refuse (SPEC §3 holds across instances).
+ *
+ * Bounded: the Map keeps insertion order, so when it is full the oldest entry goes in O(1).
  */
 export class OverLimitCache {
   private readonly entries = new Map<string, Entry>()
 
   constructor(private readonly maxEntries = 100_000) {}
+
+  get size(): number {
+    return this.entries.size
+  }
 
   /** A refusal built from memory, or null when the store must be asked. */
   check(charges: readonly Charge[], nowMs: number): Decision | null {
@@ -31,43 +38,39 @@ export class OverLimitCache {
     if (!hit) return null
     const windows: WindowState[] = charges.map((c) => {
       const e = this.entries.get(c.key)
-      return e === undefined
-        ? // Not known to be full: its true count is unknown here, so claim no use of it.
-          {
-            limit: c.limit,
-            windowMs: c.windowMs,
-            used: 0,
-            remaining: c.limit,
-            resetAtMs: nowMs,
-            retryAtMs: 0,
-          }
-        : {
-            limit: c.limit,
-            windowMs: c.windowMs,
-            used: c.limit,
-            remaining: 0,
-            resetAtMs: e.retryAtMs,
-            retryAtMs: e.retryAtMs,
-          }
+      // Not known to be full: its true count is unknown here, so claim no use of it.
+      if (e === undefined) {
+        return { limit: c.limit, used: 0, remaining: c.limit, resetAtMs: nowMs, retryAtMs: 0 }
+      }
+      return {
+        limit: c.limit,
+        used: c.limit,
+        remaining: 0,
+        resetAtMs: e.retryAtMs,
+        retryAtMs: e.retryAtMs,
+      }
     })
-    return { allowed: false, windows }
+    return { allowed: false, windows, nowMs }
   }
 
-  /** Remembers the windows a store decision found full. */
+  /** Remembers the windows a store decision found full (its times moved to this clock). */
   learn(charges: readonly Charge[], decision: Decision, nowMs: number): void {
     if (decision.allowed) return
+    const skew = nowMs - decision.nowMs
     for (let i = 0; i < charges.length; i++) {
       const w = decision.windows[i]!
+      const c = charges[i]!
       // A monthly quota can be raised at any moment through the admin API of any instance;
-      // only the store knows, so a full quota is never answered from memory.
-      if (w.retryAtMs <= nowMs || charges[i]!.kind === 'monthly') continue
-      if (this.entries.size >= this.maxEntries) this.evictExpired(nowMs)
-      if (this.entries.size >= this.maxEntries) return
-      this.entries.set(charges[i]!.key, { limit: w.limit, retryAtMs: w.retryAtMs })
+      // only the store knows, so a full quota is never answered from memory. A dry-run rule
+      // never refuses.
+      if (w.retryAtMs <= decision.nowMs || c.kind === 'monthly') continue
+      if (c.kind === 'rule' && c.dryRun) continue
+      if (this.entries.size >= this.maxEntries) {
+        const oldest = this.entries.keys().next().value
+        if (oldest !== undefined) this.entries.delete(oldest)
+      }
+      this.entries.delete(c.key)
+      this.entries.set(c.key, { limit: w.limit, retryAtMs: w.retryAtMs + skew })
     }
-  }
-
-  private evictExpired(nowMs: number): void {
-    for (const [k, e] of this.entries) if (e.retryAtMs <= nowMs) this.entries.delete(k)
   }
 }

@@ -1,8 +1,14 @@
 import { readFileSync } from 'node:fs'
 import calculateSlot from 'cluster-key-slot'
 import type { Cluster, Redis } from 'ioredis'
-import type { Charge, Decision, LimiterStore } from '../types.js'
-import { ADMIT_NOTHING_TO_CHECK, toWindowState } from './decision.js'
+import {
+  BUCKETS_PER_WINDOW,
+  windowMsOf,
+  type Charge,
+  type Decision,
+  type LimiterStore,
+} from '../types.js'
+import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
 
 const SCRIPT = readFileSync(new URL('./sliding-window.lua', import.meta.url), 'utf8')
@@ -16,6 +22,14 @@ export interface RedisStoreOptions {
   prefix: string
   /** Redis Cluster: a request's windows may span slots (see consume). */
   cluster?: boolean
+  /** The caller's timeout for one call (store.timeout_ms): the script's deadline. */
+  timeoutMs?: number
+  /**
+   * Whose clock buckets the calls: `store` (Redis TIME; the default, and what production uses:
+   * one clock for every instance, SPEC §3) or `caller` (the nowMs passed in; for tests that
+   * drive time by hand).
+   */
+  clock?: 'store' | 'caller'
 }
 
 const enum Mode {
@@ -30,6 +44,9 @@ const enum Mode {
  */
 export class RedisStore implements LimiterStore {
   private readonly client: ScriptClient
+  private offsetMs = 0
+  private offsetAtMs = 0
+  private offsetKnown = false
 
   constructor(
     client: Redis | Cluster,
@@ -50,15 +67,7 @@ export class RedisStore implements LimiterStore {
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     if (!this.opts.cluster || charges.length < 2) return this.run(charges, nowMs, Mode.Peek)
     const groups = this.bySlot(charges)
-    const parts = await Promise.all(
-      groups.map((g) =>
-        this.run(
-          g.map((i) => charges[i]!),
-          nowMs,
-          Mode.Peek
-        )
-      )
-    )
+    const parts = await Promise.all(groups.map((g) => this.run(pick(charges, g), nowMs, Mode.Peek)))
     return merge(charges.length, groups, parts)
   }
 
@@ -75,11 +84,11 @@ export class RedisStore implements LimiterStore {
   }
 
   /**
-   * Redis Cluster runs a script on one slot. The key builder puts every window of a request's
-   * subject in one slot; only `ip_ceiling` (which follows the client across bases) lands in
-   * another. Such a request is checked slot by slot, in order; if a later slot refuses, the
-   * earlier ones are refunded (a forced charge of -1 in the same bucket). Until the refund the
-   * count is one high, which can only refuse, never admit, a call: SPEC §3 holds.
+   * Redis Cluster runs a script on one slot, and a request's windows may span slots (see
+   * limiter/keys.ts). Such a request is checked slot by slot, in order; if a later slot
+   * refuses, the earlier ones are refunded (a forced charge of -1 in the bucket of the charge,
+   * on the store's clock at that charge). Until the refund the count is one high, which can
+   * only refuse, never admit, a call: SPEC §3 holds.
    */
   private async consumeAcrossSlots(
     charges: readonly Charge[],
@@ -88,61 +97,88 @@ export class RedisStore implements LimiterStore {
   ): Promise<Decision> {
     const parts: Decision[] = []
     for (let g = 0; g < groups.length; g++) {
-      const part = await this.run(
-        groups[g]!.map((i) => charges[i]!),
-        nowMs,
-        Mode.Charge
-      )
+      const part = await this.run(pick(charges, groups[g]!), nowMs, Mode.Charge)
       parts.push(part)
       if (part.allowed) continue
-      for (let r = 0; r < g; r++) {
-        await this.run(
-          groups[r]!.map((i) => charges[i]!),
-          nowMs,
-          Mode.Force,
-          -1
-        ).catch(() => {})
-        for (const w of parts[r]!.windows) {
-          w.used -= 1
-          w.remaining = Math.max(0, w.limit - w.used)
-        }
-      }
+      for (let r = 0; r < g; r++) await this.refund(charges, groups[r]!, parts[r]!)
       for (let rest = g + 1; rest < groups.length; rest++) {
-        parts.push(
-          await this.run(
-            groups[rest]!.map((i) => charges[i]!),
-            nowMs,
-            Mode.Peek
-          )
-        )
+        parts.push(await this.run(pick(charges, groups[rest]!), nowMs, Mode.Peek))
       }
       return { ...merge(charges.length, groups, parts), allowed: false }
     }
     return merge(charges.length, groups, parts)
   }
 
+  /** Takes back one slot's charge (a dry-run rule that was over was never charged). */
+  private async refund(charges: readonly Charge[], group: number[], part: Decision): Promise<void> {
+    const charged = group.filter((i, j) => {
+      const c = charges[i]!
+      return !(c.kind === 'rule' && c.dryRun && part.windows[j]!.retryAtMs !== 0)
+    })
+    await this.run(pick(charges, charged), part.nowMs, Mode.Force, -1, part.nowMs).catch(() => {})
+    for (const w of part.windows) {
+      w.used -= 1
+      w.remaining = Math.max(0, w.limit - w.used)
+    }
+  }
+
+  /** The store's clock as this process estimates it (for the script's deadline). */
+  private storeNowMs(localMs: number): number {
+    return localMs + this.offsetMs
+  }
+
+  /**
+   * Learns the store clock's offset from an answer: storeNow - sentAt is the offset plus the
+   * time the call took to reach Redis, so the smallest recent sample is the best estimate.
+   */
+  private learnOffset(storeNowMs: number, sentLocalMs: number): void {
+    const sample = storeNowMs - sentLocalMs
+    const local = Date.now()
+    if (!this.offsetKnown || sample < this.offsetMs || local - this.offsetAtMs > 10_000) {
+      this.offsetMs = sample
+      this.offsetAtMs = local
+      this.offsetKnown = true
+    }
+  }
+
   private async run(
     charges: readonly Charge[],
     nowMs: number,
     mode: Mode,
-    cost = 1
+    cost = 1,
+    refundAtMs = 0
   ): Promise<Decision> {
     const n = charges.length
-    if (n === 0) return ADMIT_NOTHING_TO_CHECK
+    if (n === 0) return admitNothing(nowMs)
     const prefix = this.opts.prefix
     const keys: string[] = new Array(n)
-    const argv: (string | number)[] = [nowMs, cost, mode]
+    const sentMs = Date.now()
+    // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
+    // script compares this deadline with its own clock. Twice the timeout: the client's timer
+    // starts when the command is written (a tick or more after sentMs on a busy loop), and a
+    // late script must never refuse a call the client is still waiting for.
+    // A refund names the store time of the charge it takes back, so it hits the same bucket.
+    const at =
+      mode === Mode.Force
+        ? refundAtMs
+        : this.opts.clock !== 'caller' && this.offsetKnown && this.opts.timeoutMs
+          ? this.storeNowMs(sentMs) + 2 * this.opts.timeoutMs
+          : 0
+    const callerNow = this.opts.clock === 'caller' ? nowMs : 0
+    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, cost, mode, at, callerNow]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
       keys[i] = prefix + c.key
       let limitIndex = 0
-      if (c.limitKey !== undefined) {
+      if (c.kind === 'monthly') {
         const full = prefix + c.limitKey
         let at = keys.indexOf(full, n)
         if (at === -1) at = keys.push(full) - 1
         limitIndex = at + 1 // Lua's KEYS is 1-based
       }
-      argv.push(c.limit, c.windowMs, c.endMs ?? 0, limitIndex)
+      const endMs = c.kind === 'monthly' ? c.endMs : 0
+      const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
+      argv.push(c.limit, windowMsOf(c), endMs, limitIndex, shadow)
     }
     let raw: number[]
     try {
@@ -150,12 +186,15 @@ export class RedisStore implements LimiterStore {
     } catch (err) {
       throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
     }
+    const storeNow = raw[1]!
+    this.learnOffset(storeNow, sentMs)
+    if (raw[0] === -1) throw new StoreError('redis: the call reached the store after its deadline')
     const windows = new Array(n)
     for (let i = 0; i < n; i++) {
-      const o = 1 + 4 * i
-      windows[i] = toWindowState(charges[i]!, raw[o]!, raw[o + 1]!, raw[o + 2]!, nowMs, raw[o + 3]!)
+      const o = 2 + 4 * i
+      windows[i] = toWindowState(raw[o]!, raw[o + 1]!, raw[o + 2]!, storeNow, raw[o + 3]!)
     }
-    return { allowed: raw[0] === 1, windows }
+    return { allowed: raw[0] === 1, windows, nowMs: storeNow }
   }
 
   async ready(): Promise<boolean> {
@@ -193,5 +232,9 @@ function merge(n: number, groups: number[][], parts: Decision[]): Decision {
     if (!part.allowed) allowed = false
     groups[g]!.forEach((i, j) => (windows[i] = part.windows[j]))
   }
-  return { allowed, windows }
+  return { allowed, windows, nowMs: parts[0]?.nowMs ?? Date.now() }
+}
+
+function pick(charges: readonly Charge[], indexes: readonly number[]): Charge[] {
+  return indexes.map((i) => charges[i]!)
 }

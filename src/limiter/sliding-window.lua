@@ -1,68 +1,96 @@
 -- Check-and-charge for every window of one request, all or nothing (SPEC §3, §5).
 --
 -- Sliding windows (windowMs > 0): the key is a hash of buckets, field = bucket index
--- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / 50, so a call is
--- counted until the end of its bucket plus one window: never early, at most 1/50 of the
--- window late. A key holds at most 51 live buckets whatever the limit, and expires when idle.
+-- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / buckets, so a
+-- call is counted until the end of its bucket plus one window: never early, at most
+-- 1/buckets of the window late. A key holds at most buckets + 1 live fields whatever the
+-- limit, and expires when idle.
 --
 -- Calendar windows (windowMs = 0, the monthly quota): the key is a plain counter for one
 -- month; it admits until `limit` and resets at endMs. Its limit may be overridden by the
 -- `quota` field of another key (a team changed through the admin API), read here so that a
 -- raised quota applies on every instance from the next request.
 --
+-- The clock is the store's own (TIME): every instance sharing this store buckets its calls on
+-- one clock, however late its request reached Redis (SPEC §3's bound is across instances).
+--
 -- KEYS[1..n]          the windows' keys; KEYS[n+1..] limit-override keys
--- ARGV[1]             now in ms (the caller's clock)
+-- ARGV[1]             buckets per sliding window (BUCKETS_PER_WINDOW, defined once in types.ts)
 -- ARGV[2]             cost of this call (1)
 -- ARGV[3]             mode: 0 = check and charge; 1 = peek (read only, charge and delete
 --                     nothing); 2 = force (charge without checking: a refund, with cost -1,
 --                     of a call charged here and refused on another Cluster slot)
--- ARGV[4 + 4(i-1)]    window i: limit
--- ARGV[5 + 4(i-1)]    window i: length in ms, or 0 for a calendar window
--- ARGV[6 + 4(i-1)]    window i: calendar window end (ms), else 0
--- ARGV[7 + 4(i-1)]    window i: index in KEYS of its limit-override key, else 0
+-- ARGV[4]             mode 0: a deadline on the store's clock (ms), or 0: past it the caller
+--                     has given up (its timeout), so the call is neither admitted nor
+--                     charged; mode 2: the store time of the charge being refunded, so the
+--                     refund lands in the same bucket
+-- ARGV[5]             now (ms) on the caller's clock, or 0 for the store's (TIME; production).
+--                     A caller's clock serves tests that drive time by hand.
+-- ARGV[6 + 5(i-1)]    window i: limit
+-- ARGV[7 + 5(i-1)]    window i: length in ms, or 0 for a calendar window
+-- ARGV[8 + 5(i-1)]    window i: calendar window end (ms), else 0
+-- ARGV[9 + 5(i-1)]    window i: index in KEYS of its limit-override key, else 0
+-- ARGV[10 + 5(i-1)]    window i: 1 when it is a dry-run rule (never refuses; not charged when
+--                     over, so its count shows what enforcing it would admit), else 0
 --
--- Returns { allowed, used_1, resetAt_1, retryAt_1, limit_1, used_2, ... }: used includes this
--- call when admitted; resetAt is when the oldest counted call leaves (calendar: the end);
--- retryAt (refusing windows only, else 0) is when a call would fit again; limit is the
--- limit applied.
+-- Returns { allowed, now, used_1, resetAt_1, retryAt_1, limit_1, used_2, ... }: allowed is
+-- 1, 0, or -1 for a deadline passed; now is the store's clock (ms); used includes this call
+-- when it was charged; resetAt is when the oldest counted call leaves (calendar: the end);
+-- retryAt (windows over their limit only, else 0) is when a call would fit again; limit is
+-- the limit applied.
 
-local now = tonumber(ARGV[1])
+local now = tonumber(ARGV[5])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local buckets = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local peek = ARGV[3] == '1'
 local force = ARGV[3] == '2'
-local n = (#ARGV - 3) / 4
+local at = tonumber(ARGV[4])
+local n = (#ARGV - 5) / 5
+
+if force and at > 0 then
+  now = at
+elseif at > 0 and now > at and not peek then
+  return { -1, now }
+end
 
 local used = {}
 local resetAt = {}
 local retryAt = {}
 local limits = {}
 local current = {}
+local shadowOver = {}
 local allowed = 1
 
 for i = 1, n do
   local key = KEYS[i]
-  local base = 4 * (i - 1)
-  local limit = tonumber(ARGV[4 + base])
-  local windowMs = tonumber(ARGV[5 + base])
-  local overrideIndex = tonumber(ARGV[7 + base])
+  local base = 5 * (i - 1)
+  local limit = tonumber(ARGV[6 + base])
+  local windowMs = tonumber(ARGV[7 + base])
+  local overrideIndex = tonumber(ARGV[9 + base])
+  local shadow = ARGV[10 + base] == '1'
   if overrideIndex > 0 then
     local q = redis.call('HGET', KEYS[overrideIndex], 'quota')
     if q then limit = tonumber(q) end
   end
   limits[i] = limit
   retryAt[i] = 0
+  local over = false
 
   if windowMs == 0 then
-    local endMs = tonumber(ARGV[6 + base])
+    local endMs = tonumber(ARGV[8 + base])
     local sum = tonumber(redis.call('GET', key) or '0')
     used[i] = sum
     resetAt[i] = endMs
     if sum + cost > limit and not force then
-      allowed = 0
+      over = true
       retryAt[i] = endMs
     end
   else
-    local bucketMs = windowMs / 50
+    local bucketMs = windowMs / buckets
     local cur = math.floor(now / bucketMs)
     local oldest = math.floor((now - windowMs) / bucketMs)
     current[i] = cur
@@ -93,9 +121,9 @@ for i = 1, n do
     end
 
     if sum + cost > limit and not force then
-      allowed = 0
-      -- When enough of the oldest buckets have left for this call to fit. Only a refusal
-      -- needs the buckets in order, so only a refusal pays for the sort.
+      over = true
+      -- When enough of the oldest buckets have left for this call to fit. Only a window over
+      -- its limit needs the buckets in order, so only it pays for the sort.
       local live = {}
       for j = 1, #flat, 2 do
         local b = tonumber(flat[j])
@@ -114,30 +142,36 @@ for i = 1, n do
       retryAt[i] = at
     end
   end
-end
-
--- Charge every window, or none (a refused call is not counted).
-if allowed == 1 and not peek then
-  for i = 1, n do
-    local base = 4 * (i - 1)
-    local windowMs = tonumber(ARGV[5 + base])
-    if windowMs == 0 then
-      redis.call('INCRBY', KEYS[i], cost)
-      -- Kept one day past the month's end, so the last month stays readable for a while.
-      redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[6 + base]) + 86400000)
-    else
-      local bucketMs = windowMs / 50
-      redis.call('HINCRBY', KEYS[i], current[i], cost)
-      redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
-      if resetAt[i] == 0 then
-        resetAt[i] = (current[i] + 1) * bucketMs + windowMs
-      end
-    end
-    used[i] = used[i] + cost
+  if over then
+    if shadow then shadowOver[i] = true else allowed = 0 end
   end
 end
 
-local out = { allowed }
+-- Charge every window, or none (a refused call is not counted). A dry-run rule that is over
+-- is not charged: it never admitted the call.
+if allowed == 1 and not peek then
+  for i = 1, n do
+    if not shadowOver[i] then
+      local base = 5 * (i - 1)
+      local windowMs = tonumber(ARGV[7 + base])
+      if windowMs == 0 then
+        redis.call('INCRBY', KEYS[i], cost)
+        -- Kept one day past the month's end, so the last month stays readable for a while.
+        redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[8 + base]) + 86400000)
+      else
+        local bucketMs = windowMs / buckets
+        redis.call('HINCRBY', KEYS[i], current[i], cost)
+        redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
+        if resetAt[i] == 0 then
+          resetAt[i] = (current[i] + 1) * bucketMs + windowMs
+        end
+      end
+      used[i] = used[i] + cost
+    end
+  end
+end
+
+local out = { allowed, now }
 for i = 1, n do
   out[#out + 1] = used[i]
   out[#out + 1] = resetAt[i]

@@ -1,23 +1,13 @@
+import type { OutcomeKind } from '../http/outcome.js'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
-
-export type Outcome =
-  | 'forwarded'
-  | 'rate_limited'
-  | 'monthly_limited'
-  | 'size_refused'
-  | 'bad_path'
-  | 'store_unavailable'
-  | 'upstream_error'
-  | 'dry_run'
 
 export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run'
 
 /** The refusal an outcome stands for, if any. */
-export const REFUSAL_OF: Partial<Record<Outcome, RefusalReason>> = {
+export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
   rate_limited: 'rate',
   monthly_limited: 'monthly',
   size_refused: 'size',
-  dry_run: 'dry_run',
 }
 
 type Child = { inc(): void }
@@ -82,14 +72,19 @@ export class Metrics {
   private readonly requestChildren = new Map<string, Child>()
   private readonly refusalChildren = new Map<RefusalReason, Child>()
 
-  /** One request's outcome: basegate_requests_total, and basegate_refusals_total for a refusal. */
-  countRequest(cls: string, outcome: Outcome): void {
-    const key = `${cls}|${outcome}`
+  /**
+   * One request's outcome: basegate_requests_total, and basegate_refusals_total for a refusal.
+   * A dry-run call forwarded counts as outcome `dry_run` (and refusal `dry_run`); one whose
+   * upstream then failed keeps its `upstream_error`, and still counts the would-be refusal.
+   */
+  countRequest(cls: string, outcome: OutcomeKind, dryRun = false): void {
+    const label = dryRun && outcome === 'forwarded' ? 'dry_run' : outcome
+    const key = `${cls}|${label}`
     let child = this.requestChildren.get(key)
     if (child === undefined)
-      this.requestChildren.set(key, (child = this.requests.labels(cls, outcome)))
+      this.requestChildren.set(key, (child = this.requests.labels(cls, label)))
     child.inc()
-    const reason = REFUSAL_OF[outcome]
+    const reason = dryRun ? 'dry_run' : REFUSAL_OF[outcome]
     if (reason === undefined) return
     let refusal = this.refusalChildren.get(reason)
     if (refusal === undefined)

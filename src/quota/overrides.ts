@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis'
 import type { TeamOverride } from './teams.js'
-import { teamKeys } from './teams.js'
+import { keys } from '../limiter/keys.js'
 
 /**
  * Where admin-API team changes live. With Redis they are shared by every instance: written
@@ -60,7 +60,7 @@ export class RedisOverrideStore implements OverrideStore {
     const out = new Map<string, TeamOverride>()
     const ids = await this.client.smembers(this.listKey)
     for (const id of ids) {
-      const h = await this.client.hgetall(this.prefix + teamKeys.override(id))
+      const h = await this.client.hgetall(this.prefix + keys.teamOverride(id))
       if (Object.keys(h).length === 0) continue
       const o: TeamOverride = {}
       if (h.plan) o.plan = h.plan
@@ -76,7 +76,7 @@ export class RedisOverrideStore implements OverrideStore {
     if (o.plan !== undefined) fields.plan = o.plan
     if (o.users !== undefined) fields.users = String(o.users)
     if (o.bases !== undefined) fields.bases = JSON.stringify(o.bases)
-    const key = this.prefix + teamKeys.override(team)
+    const key = this.prefix + keys.teamOverride(team)
     // One transaction on the team's own key (one slot); the list and the channel follow.
     await this.client.multi().del(key).hset(key, fields).exec()
     await this.client.sadd(this.listKey, team)
@@ -84,7 +84,7 @@ export class RedisOverrideStore implements OverrideStore {
   }
 
   async delete(team: string): Promise<void> {
-    await this.client.del(this.prefix + teamKeys.override(team))
+    await this.client.del(this.prefix + keys.teamOverride(team))
     await this.client.srem(this.listKey, team)
     await this.client.publish(this.channel, team)
   }

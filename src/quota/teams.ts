@@ -53,10 +53,3 @@ export function teamsByBase(teams: readonly Team[]): Map<string, Team> {
   for (const t of teams) for (const b of t.bases) if (!out.has(b)) out.set(b, t)
   return out
 }
-
-export const teamKeys = {
-  /** The hash tag of a team: its bases' windows, its monthly counter and its override share one Cluster slot. */
-  tag: (team: string) => `t:${team}`,
-  month: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
-  override: (team: string) => `{t:${team}}:team`,
-}

@@ -179,8 +179,12 @@ describe('monthly quotas (SPEC §5)', () => {
 })
 
 describe('admin API (SPEC §7)', () => {
-  it('needs the bearer token on every call', async () => {
-    for (const path of ['/healthz', '/readyz', '/metrics', '/v1/teams', '/v1/config']) {
+  it('needs the bearer token on every call but the probes, which answer anyone', async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      expect((await admin(a, 'GET', path, undefined, {})).status, path).toBe(200)
+      expect((await admin(a, 'GET', path, undefined, { authorization: 'Bearer wrong' })).status).toBe(200)
+    }
+    for (const path of ['/metrics', '/v1/teams', '/v1/config', '/v1/usage/ip/1.2.3.4']) {
       expect((await admin(a, 'GET', path, undefined, {})).status, path).toBe(401)
       expect(
         (await admin(a, 'GET', path, undefined, { authorization: 'Bearer wrong' })).status,

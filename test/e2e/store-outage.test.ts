@@ -42,7 +42,10 @@ describe('store.on_error: open', () => {
       for (let i = 0; i < 5; i++)
         statuses.push((await send(gw.port, { path: rowsPath(uuid(2)) })).status)
       expect(statuses).toEqual([200, 200, 200, 429, 429])
-      expect((await admin(gw.adminPort, '/readyz')).status).toBe(503)
+      // SPEC §7: under on_error: open the instance can still serve (it limits alone).
+      const ready = await admin(gw.adminPort, '/readyz')
+      expect(ready.status).toBe(200)
+      expect(JSON.parse(ready.body)).toMatchObject({ store: 'down' })
       const metrics = (await admin(gw.adminPort, '/metrics')).body
       expect(
         Number(/basegate_store_fallback_decisions_total (\d+)/.exec(metrics)![1])

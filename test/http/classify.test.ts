@@ -127,7 +127,7 @@ rate_limits:
       '1.1.1.1',
       NOW
     )
-    expect(r.charges.some((x) => x.rule === 'any-sql')).toBe(true)
+    expect(r.charges.some((x) => x.kind === 'rule' && x.rule === 'any-sql')).toBe(true)
   })
 
   it('the ceiling is charged on API classes only, on the client IP', () => {

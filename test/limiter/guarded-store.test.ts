@@ -13,7 +13,10 @@ const client = () => db.client()
 describe('over-limit cache', () => {
   it('answers a flood on a full window from memory until its retryAt, then asks the store again', async () => {
     const prefix = `${db.redis.prefix}shield:`
-    const store = new GuardedStore(new RedisStore(client(), { prefix }), { onError: 'open' })
+    const store = new GuardedStore(new RedisStore(client(), { prefix, clock: 'caller' }), {
+      onError: 'open',
+      fallback: new MemoryStore(),
+    })
     const c = charge(3)
     const t0 = Date.now()
     for (let i = 0; i < 3; i++) expect((await store.consume([c], t0)).allowed).toBe(true)
@@ -34,8 +37,11 @@ describe('over-limit cache', () => {
 
   it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
     const prefix = `${db.redis.prefix}mirror:`
-    const a = new GuardedStore(new RedisStore(client(), { prefix }), { onError: 'open' })
-    const b = new RedisStore(client(), { prefix })
+    const a = new GuardedStore(new RedisStore(client(), { prefix, clock: 'caller' }), {
+      onError: 'open',
+      fallback: new MemoryStore(),
+    })
+    const b = new RedisStore(client(), { prefix, clock: 'caller' })
     const mirror = new MemoryStore()
     const c = charge(5, 10_000)
     let seed = 7
@@ -52,7 +58,10 @@ describe('over-limit cache', () => {
   })
 
   it('ignores an entry once the limit changed (a reload)', async () => {
-    const store = new GuardedStore(new MemoryStore(), { onError: 'open' })
+    const store = new GuardedStore(new MemoryStore(), {
+      onError: 'open',
+      fallback: new MemoryStore(),
+    })
     const c = charge(1)
     const t0 = Date.now()
     await store.consume([c], t0)
@@ -78,6 +87,7 @@ describe('store.on_error', () => {
     const outages: boolean[] = []
     const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), {
       onError: 'open',
+      fallback: new MemoryStore(),
       onOutage: (down) => outages.push(down),
     })
     const c = charge(2)
@@ -91,6 +101,7 @@ describe('store.on_error', () => {
   it('closed: the StoreError reaches the gateway (which answers 503)', async () => {
     const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), {
       onError: 'closed',
+      fallback: new MemoryStore(),
     })
     await expect(store.consume([charge(2)], Date.now())).rejects.toBeInstanceOf(StoreError)
   })
@@ -108,6 +119,9 @@ describe('store.on_error', () => {
       const outages: boolean[] = []
       const store = new GuardedStore(new RedisStore(c1, { prefix: 'r:' }), {
         onError: 'open',
+        fallback: new MemoryStore(),
+        failuresToTrip: 1,
+        probeEveryMs: 50,
         onOutage: (d) => outages.push(d),
       })
       const c = charge(100)

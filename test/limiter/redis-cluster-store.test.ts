@@ -31,7 +31,9 @@ afterAll(async () => {
   await cluster?.stop()
 })
 
-const store = () => new RedisStore(client(), { prefix: `bgc${made++}:`, cluster: true })
+// The contract drives time by hand: the caller's clock. Production's store clock is tested below.
+const store = () =>
+  new RedisStore(client(), { prefix: `bgc${made++}:`, cluster: true, clock: 'caller' })
 
 storeContract('RedisStore on a Redis Cluster', { make: async () => store() })
 calendarContract('RedisStore on a Redis Cluster', { make: async () => store() })
@@ -53,30 +55,32 @@ describe('Redis Cluster: windows across slots', () => {
     expect(peek.windows.map((w) => w.used)).toEqual([2, 2])
   })
 
-  it('keeps a team base, its monthly counter and its quota override in one slot', async () => {
+  it('a team base: rate windows in the base slot (whatever its team), the month with its override, all or nothing', async () => {
     const { compileClassifier } = await import('../../src/http/classify.js')
     const { parseConfig } = await import('../../src/config/load.js')
     const { effectiveTeams, teamsByBase } = await import('../../src/quota/teams.js')
     const r = parseConfig(
-      'rate_limits: { rules: [ { name: r1, path: "/api-gateway/*", limits: 5/s } ] }\nmonthly: { enabled: true, teams: [ { id: acme, plan: free, bases: [6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10] } ] }',
+      'rate_limits: { rules: [ { name: r1, path: "/api-gateway/*", limits: 5/s } ] }\nmonthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: acme, plan: tiny, bases: [6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10] } ] }',
       {}
     )
     if (!r.ok) throw new Error('bad')
     const cls = compileClassifier(r.config, teamsByBase(effectiveTeams(r.config, new Map())))
-    const c = cls.classify(
-      'GET',
-      '/api-gateway/api/v2/dtables/6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10/rows/',
-      '1.1.1.1',
-      Date.now()
-    )
-    const slots = new Set(
-      [
-        ...c.charges.map((x) => x.key),
-        ...c.charges.flatMap((x) => (x.limitKey ? [x.limitKey] : [])),
-      ].map((k) => calculateSlot(`basegate:${k}`))
-    )
-    expect(c.charges.length).toBe(3)
-    expect(slots.size).toBe(1)
+    const path = '/api-gateway/api/v2/dtables/6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10/rows/'
+    const c = cls.classify('GET', path, '1.1.1.1', Date.now())
+    const slot = (k: string) => calculateSlot(`basegate:${k}`)
+    const month = c.charges.find((x) => x.kind === 'monthly')
+    if (month?.kind !== 'monthly') throw new Error('no monthly charge')
+    const rate = c.charges.filter((x) => x.kind !== 'monthly')
+    expect(rate.length).toBe(2)
+    for (const x of rate) expect(slot(x.key)).toBe(slot('{b:6f1c2a4e0d3b4c599a513e2d7c8b9a10}'))
+    expect(slot(month.key)).toBe(slot(month.limitKey))
+    // The month refuses the third call: the base slot's charge is refunded.
+    const s = new RedisStore(client(), { prefix: 'basegate:', cluster: true })
+    expect((await s.consume(c.charges, Date.now())).allowed).toBe(true)
+    expect((await s.consume(c.charges, Date.now())).allowed).toBe(true)
+    expect((await s.consume(c.charges, Date.now())).allowed).toBe(false)
+    const peek = await s.peek(c.charges, Date.now())
+    expect(peek.windows.map((w) => w.used)).toEqual([2, 2, 2])
   })
 
   it('survives a node restart: the client follows MOVED/reconnects and counting resumes', async () => {

@@ -12,16 +12,18 @@ const client = () => db.client({ enableAutoPipelining: true })
 
 // Each store gets its own client, as separate gateway instances would.
 storeContract('RedisStore', {
-  make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+  make: async () =>
+    new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:`, clock: 'caller' }),
 })
 calendarContract('RedisStore', {
-  make: async () => new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+  make: async () =>
+    new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:`, clock: 'caller' }),
 })
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
     const prefix = `${db.redis.prefix}mem:`
-    const store = new RedisStore(client(), { prefix })
+    const store = new RedisStore(client(), { prefix, clock: 'caller' })
     const c = charge(1_000_000)
     const t0 = Date.now()
     for (let i = 0; i < 3000; i++) await store.consume([c], t0 + i * 200)
@@ -34,7 +36,7 @@ describe('RedisStore against a real redis-server', () => {
 
   it('shares counts between stores (instances) on one Redis', async () => {
     const prefix = `${db.redis.prefix}shared:`
-    const stores = [0, 1, 2].map(() => new RedisStore(client(), { prefix }))
+    const stores = [0, 1, 2].map(() => new RedisStore(client(), { prefix, clock: 'caller' }))
     const c = charge(30)
     const t = Date.now()
     const results = await Promise.all(
@@ -45,7 +47,7 @@ describe('RedisStore against a real redis-server', () => {
 
   it('uses one EVALSHA per request for all its windows', async () => {
     const admin = client()
-    const store = new RedisStore(client(), { prefix: `${db.redis.prefix}rt:` })
+    const store = new RedisStore(client(), { prefix: `${db.redis.prefix}rt:`, clock: 'caller' })
     await store.consume([charge(5)], Date.now()) // loads the script
     const before = await evalCalls(admin)
     for (let i = 0; i < 20; i++)
@@ -75,8 +77,8 @@ describe('RedisStore against a real redis-server', () => {
 describe('RedisStore: a quota override in the store', () => {
   it('applies the `quota` field of the limit key from the next call, for every instance', async () => {
     const prefix = `${db.redis.prefix}override:`
-    const a = new RedisStore(client(), { prefix })
-    const b = new RedisStore(client(), { prefix })
+    const a = new RedisStore(client(), { prefix, clock: 'caller' })
+    const b = new RedisStore(client(), { prefix, clock: 'caller' })
     const m = {
       key: '{t:acme}:month:2026-11',
       limit: 2,

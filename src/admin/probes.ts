@@ -1,0 +1,38 @@
+import type { Hono } from 'hono'
+import type { Metrics } from '../observe/metrics.js'
+import type { LimiterStore, OnStoreError } from '../types.js'
+
+export interface ProbeDeps {
+  store: LimiterStore
+  metrics: Metrics
+  storeKind: 'memory' | 'redis' | 'cluster'
+  onError: () => OnStoreError
+  /** True from SIGTERM on: the instance takes no new traffic. */
+  draining: () => boolean
+  /** Refreshes gauges read at scrape time (monthly usage). */
+  beforeScrape?: () => Promise<void>
+}
+
+/**
+ * SPEC §7 probes: /healthz while the process serves; /readyz while this instance can serve. A
+ * store that is down does not make an `on_error: open` instance unready (it limits alone);
+ * with `closed` it answers 503 to every call, so it is taken out. Neither reveals anything.
+ */
+export function probeRoutes(app: Hono, deps: ProbeDeps): void {
+  app.get('/healthz', (c) => c.json({ status: 'ok' }))
+  app.get('/readyz', async (c) => {
+    if (deps.draining()) return c.json({ status: 'draining', store: 'unknown' }, 503)
+    if (deps.storeKind === 'memory') return c.json({ status: 'ready', store: 'memory' })
+    const up = await deps.store.ready()
+    const ready = up || deps.onError() === 'open'
+    return c.json(
+      { status: ready ? 'ready' : 'unready', store: up ? 'up' : 'down' },
+      ready ? 200 : 503
+    )
+  })
+  app.get('/metrics', async (c) => {
+    await deps.beforeScrape?.()
+    const text = await deps.metrics.registry.metrics()
+    return c.body(text, 200, { 'content-type': deps.metrics.registry.contentType })
+  })
+}

@@ -1,0 +1,127 @@
+import type { Context, Hono } from 'hono'
+import type { ConfigHolder } from '../config/holder.js'
+import { parseUuid } from '../http/base-uuid.js'
+import type { OverrideStore } from '../quota/overrides.js'
+import { quotaOf, type Team, type TeamOverride } from '../quota/teams.js'
+import type { LimiterStore } from '../types.js'
+
+export interface TeamDeps {
+  holder: ConfigHolder
+  store: LimiterStore
+  overrides: OverrideStore
+  now: () => number
+}
+
+/** The largest user count a team may be given (keeps every quota an exact integer). */
+const MAX_USERS = 1_000_000
+
+/** A team's month as the store has it now (the monthly window read without charging). */
+export async function monthOf(
+  deps: TeamDeps,
+  team: Team
+): Promise<{ used: number; quota: number; reset: number }> {
+  const t = deps.now()
+  const d = await deps.store.peek([deps.holder.current.classifier.monthlyChargeOf(team, t)], t)
+  const w = d.windows[0]!
+  return { used: w.used, quota: w.limit, reset: Math.ceil(w.resetAtMs / 1000) }
+}
+
+export function teamRoutes(app: Hono, deps: TeamDeps): void {
+  const { holder, overrides } = deps
+
+  async function teamJson(team: Team) {
+    const m = holder.current.config.monthly.enabled
+      ? await monthOf(deps, team)
+      : { used: 0, quota: team.quota, reset: 0 }
+    const { id, plan, users, bases, changed } = team
+    return { id, plan, users, bases, quota: m.quota, used: m.used, reset: m.reset, changed }
+  }
+
+  const notFound = (c: Context, id: string) =>
+    c.json({ error_msg: `no team ${JSON.stringify(id)} in the configuration` }, 404)
+
+  app.get('/v1/teams', async (c) => {
+    const teams = []
+    for (const t of holder.current.teams) teams.push(await teamJson(t))
+    return c.json({ teams })
+  })
+
+  app.put('/v1/teams/:id', async (c) => {
+    const id = c.req.param('id')
+    const snap = holder.current
+    const fileTeam = snap.config.monthly.teams.find((t) => t.id === id)
+    if (!fileTeam) return notFound(c, id)
+    let body: unknown
+    try {
+      body = await c.req.json()
+    } catch {
+      return c.json({ error_msg: 'the body is not valid JSON' }, 400)
+    }
+    const parsed = parseTeamChange(body, snap.config.monthly.plans, snap.teams, id)
+    if ('error' in parsed) return c.json({ error_msg: parsed.error }, 400)
+    const merged: TeamOverride = { ...holder.teamOverrides.get(id), ...parsed.change }
+    const plan = merged.plan ?? fileTeam.plan
+    const users = merged.users ?? fileTeam.users
+    await overrides.set(id, merged, quotaOf(snap.config.monthly.plans[plan], users))
+    holder.setTeamOverrides(await overrides.load())
+    return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
+  })
+
+  app.delete('/v1/teams/:id', async (c) => {
+    const id = c.req.param('id')
+    if (!holder.current.config.monthly.teams.some((t) => t.id === id)) return notFound(c, id)
+    await overrides.delete(id)
+    holder.setTeamOverrides(await overrides.load())
+    return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
+  })
+}
+
+function parseBases(v: unknown, teams: readonly Team[], id: string): string[] | { error: string } {
+  if (!Array.isArray(v)) return { error: 'bases: must be a list of base UUIDs' }
+  const bases: string[] = []
+  for (const b of v) {
+    const u = typeof b === 'string' ? parseUuid(b) : null
+    if (u === null) return { error: `bases: ${JSON.stringify(b)} is not a base UUID` }
+    if (bases.includes(u)) return { error: `bases: ${b} is listed twice` }
+    const owner = teams.find((t) => t.id !== id && t.bases.includes(u))
+    if (owner) return { error: `bases: ${b} belongs to team ${JSON.stringify(owner.id)}` }
+    bases.push(u)
+  }
+  return bases
+}
+
+/** Validates a PUT /v1/teams body: `{plan?, users?, bases?}` and nothing else. */
+export function parseTeamChange(
+  body: unknown,
+  plans: Readonly<Record<string, unknown>>,
+  teams: readonly Team[],
+  id: string
+): { change: TeamOverride } | { error: string } {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    return { error: 'the body must be a JSON object {plan?, users?, bases?}' }
+  }
+  const change: TeamOverride = {}
+  for (const [k, v] of Object.entries(body)) {
+    if (k === 'plan') {
+      // Own keys only: `__proto__`, `constructor` or `toString` are not plans.
+      if (typeof v !== 'string' || !Object.hasOwn(plans, v)) {
+        return {
+          error: `plan: ${JSON.stringify(v)} is not a plan (${Object.keys(plans).join(', ')})`,
+        }
+      }
+      change.plan = v
+    } else if (k === 'users') {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_USERS) {
+        return { error: `users: ${JSON.stringify(v)} is not a whole number from 1 to ${MAX_USERS}` }
+      }
+      change.users = v
+    } else if (k === 'bases') {
+      const bases = parseBases(v, teams, id)
+      if ('error' in bases) return bases
+      change.bases = bases
+    } else {
+      return { error: `${k}: is not a known field (plan, users, bases)` }
+    }
+  }
+  return { change }
+}

@@ -1,0 +1,94 @@
+import { readFileSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { formatProblems, loadConfigFile } from './config/load.js'
+import { applyOverrides, parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
+import type { ConfigProblem } from './types.js'
+
+const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]
+       basegate --version
+  check           validate the configuration (with the flags and environment applied), print
+                  every problem, exit 0 (valid) or 2
+  --config FILE   limits.yaml to serve with (default: $BASEGATE_CONFIG, else ./limits.yaml)
+  --port N        the proxy's port (beats listen.port)
+  --upstream URL  the service's server (beats upstream.url)
+  --redis URL     redis:// or rediss:// store (beats store.url)
+  --version       print basegate's version`
+
+/** What the command line asks the server to run with. */
+export interface Cli {
+  file: string
+  flags: FlagOverrides
+  /** Flag problems, reported with the file's. */
+  problems: ConfigProblem[]
+}
+
+/** The package's version (one source: package.json). */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string
+  }
+  return pkg.version
+}
+
+/** `basegate check`: exit 0 when the configuration is valid, else 2 with one line per problem. */
+async function check(cli: Cli): Promise<never> {
+  const loaded = await loadConfigFile(cli.file)
+  const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
+  if (loaded.ok && problems.length === 0) {
+    const c = applyOverrides(loaded.config, cli.flags)
+    if (c.admin.port !== 0 && c.admin.port === c.listen.port) {
+      problems.push({
+        field: 'admin.port',
+        message: `${c.admin.port} is the proxy's port (--port); the admin listener needs its own`,
+      })
+    }
+  }
+  if (problems.length === 0) {
+    process.stdout.write(`${cli.file}: valid\n`)
+    process.exit(0)
+  }
+  process.stderr.write(formatProblems(problems) + '\n')
+  process.exit(2)
+}
+
+/** Parses argv; prints help or the version and returns null; runs `check` (which exits). */
+export async function parseCli(argv: string[]): Promise<Cli | null> {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        port: { type: 'string' },
+        upstream: { type: 'string' },
+        redis: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean' },
+      },
+      allowPositionals: true,
+      strict: true,
+    })
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`)
+    process.exit(2)
+  }
+  const args = parsed.values
+  if (args.help) {
+    process.stdout.write(USAGE + '\n')
+    return null
+  }
+  if (args.version) {
+    process.stdout.write(`basegate ${version()}\n`)
+    return null
+  }
+  const command = parsed.positionals[0]
+  if (command !== undefined && command !== 'check') {
+    process.stderr.write(`unknown command ${JSON.stringify(command)}\n${USAGE}\n`)
+    process.exit(2)
+  }
+  const file = args.config ?? process.env.BASEGATE_CONFIG ?? './limits.yaml'
+  const { overrides, problems } = parseFlagOverrides(args)
+  const cli: Cli = { file, flags: overrides, problems }
+  if (command === 'check') return check(cli)
+  return cli
+}

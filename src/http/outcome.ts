@@ -1,0 +1,54 @@
+import type { SizeLimitName } from './size-limits.js'
+
+/**
+ * How one request ended, as a value: every exit of the request path names one, and one
+ * finish() (observe/request-log.ts) turns it into the log line, the metrics and the summary.
+ */
+export type Outcome =
+  | { kind: 'forwarded'; status: number; upstreamMs: number | null }
+  | { kind: 'upstream_error'; status: number; upstreamMs: number | null; error: string }
+  | { kind: 'client_aborted'; upstreamMs: number | null }
+  | { kind: 'rate_limited' }
+  | { kind: 'monthly_limited' }
+  | {
+      kind: 'size_refused'
+      status: 400 | 413
+      message: string
+      limitName?: SizeLimitName
+      count?: number
+    }
+  | { kind: 'bad_request'; reason: string }
+  | { kind: 'bad_path'; reason: string }
+  | { kind: 'store_unavailable' }
+
+export type OutcomeKind = Outcome['kind']
+
+/** The status the client got (0 when it went away first). */
+export function statusOf(o: Outcome): number {
+  switch (o.kind) {
+    case 'forwarded':
+    case 'upstream_error':
+    case 'size_refused':
+      return o.status
+    case 'client_aborted':
+      return 0
+    case 'rate_limited':
+    case 'monthly_limited':
+      return 429
+    case 'bad_request':
+    case 'bad_path':
+      return 400
+    case 'store_unavailable':
+      return 503
+  }
+}
+
+/** What would have been refused but was forwarded (SPEC §2 dry-run, globally or per rule). */
+export interface DryRun {
+  /** The enforced limits are over, and `mode: dry-run` forwards the call uncharged. */
+  refusal?: 'rate' | 'monthly'
+  /** Dry-run rules over their limit (the call was charged to the enforced windows). */
+  rules?: readonly string[]
+  /** A size limit is broken, and `mode: dry-run` forwards the call. */
+  size?: { status: 400 | 413; message: string; limitName?: SizeLimitName; count?: number }
+}

@@ -1,0 +1,27 @@
+import type { RequestClass } from '../types.js'
+
+/**
+ * Every store key basegate writes, in one place (without the configured prefix).
+ *
+ * Redis Cluster runs a script on one slot, so the part in braces (the hash tag) decides which
+ * windows one script call can see together:
+ * - `{b:<uuid>}`: every rate window of a base (class and rules). A base's rate keys never
+ *   depend on its team, so moving a base between teams keeps its counts (issue #11).
+ * - `{ip:<addr>}`: every rate window of a client counted per IP, and its `ip_ceiling`.
+ * - `{t:<team>}`: a team's monthly counter and its admin override, together, so the script
+ *   reads the override in the slot it charges.
+ * A request on a team's base therefore spans two slots ({b:} and {t:}), and one with an
+ * `ip_ceiling` spans {b:} and {ip:}. The Redis store checks such a request slot by slot and
+ * refunds the earlier slots when a later one refuses (limiter/redis-store.ts): that can only
+ * over-refuse, never over-admit. Outside Cluster mode all of it is one script call.
+ */
+export const keys = {
+  /** The subject of a request's rate windows: its base, or its client. */
+  subject: (uuid: string | null, ipKey: string): string =>
+    uuid === null ? `{ip:${ipKey}}` : `{b:${uuid}}`,
+  cls: (subject: string, cls: RequestClass, windowMs: number) => `${subject}:${cls}:${windowMs}`,
+  rule: (subject: string, rule: string, windowMs: number) => `${subject}:rule:${rule}:${windowMs}`,
+  ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}`,
+  teamMonth: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
+  teamOverride: (team: string) => `{t:${team}}:team`,
+} as const

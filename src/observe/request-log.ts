@@ -1,0 +1,129 @@
+import type { DryRun, Outcome } from '../http/outcome.js'
+import { statusOf } from '../http/outcome.js'
+import type { Admission } from '../http/rate-limit.js'
+import type { Logger } from './log.js'
+import { maskPathTokens } from './mask-path.js'
+import type { Metrics } from './metrics.js'
+import type { UsageSummary } from './summary.js'
+
+/** One request, as it ended: what finish() writes down. */
+export interface Finished {
+  method: string
+  /** The normalised path (no query string); null when the path was refused. */
+  path: string | null
+  admission: Admission | null
+  /** performance.now() when the request arrived. */
+  startedMs: number
+  outcome: Outcome
+  dryRun: DryRun | null
+}
+
+const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
+  rate_limited: 'refused: over limit',
+  monthly_limited: 'refused: monthly quota used up',
+  size_refused: 'refused: size limit',
+  bad_path: 'refused: bad path',
+  bad_request: 'refused: bad request',
+  store_unavailable: 'refused: store unavailable',
+  upstream_error: 'upstream error',
+  client_aborted: 'client went away',
+}
+
+const round2 = (ms: number) => Math.round(ms * 100) / 100
+
+/** The outcome's own fields for the log line. */
+function outcomeFields(o: Outcome): Record<string, unknown> {
+  switch (o.kind) {
+    case 'forwarded':
+      return { upstream_ms: o.upstreamMs === null ? undefined : round2(o.upstreamMs) }
+    case 'upstream_error':
+      return {
+        upstream_ms: o.upstreamMs === null ? undefined : round2(o.upstreamMs),
+        upstream_error: o.error,
+      }
+    case 'client_aborted':
+      return { upstream_ms: o.upstreamMs === null ? undefined : round2(o.upstreamMs) }
+    case 'size_refused':
+      return { refused: 'size', size_limit: o.limitName, count: o.count, error_msg: o.message }
+    case 'bad_path':
+    case 'bad_request':
+      return { reason: o.reason }
+    default:
+      return {}
+  }
+}
+
+function dryRunFields(d: DryRun | null): Record<string, unknown> {
+  if (d === null) return {}
+  const out: Record<string, unknown> = { dry_run: true }
+  if (d.refusal) out.would_refuse = d.refusal
+  if (d.rules && d.rules.length > 0) out.rules = d.rules
+  if (d.size)
+    Object.assign(out, {
+      refused: 'size',
+      size_limit: d.size.limitName,
+      count: d.size.count,
+      error_msg: d.size.message,
+    })
+  return out
+}
+
+/**
+ * SPEC §7: one line, one count and one summary entry per request, all from the outcome.
+ * Refusals, would-be refusals (dry-run), upstream failures and store outages log at warn.
+ */
+export function createFinisher(deps: {
+  logger: Logger
+  metrics?: Metrics
+  summary?: UsageSummary
+}) {
+  const { logger, metrics, summary } = deps
+  return function finish(f: Finished): void {
+    const adm = f.admission
+    const w = adm?.window ?? null
+    const m = adm?.monthly ?? null
+    const cls = adm?.classification.cls ?? 'unknown'
+    const o = f.outcome
+    const status = statusOf(o)
+    const line = {
+      method: f.method,
+      path: f.path === null ? undefined : maskPathTokens(f.path),
+      class: cls,
+      key: adm?.classification.key,
+      limit: w?.limit,
+      remaining: w?.remaining,
+      reset: w?.resetSec,
+      team: m?.team,
+      used: m?.used,
+      quota: m?.quota,
+      status,
+      outcome: o.kind,
+      duration_ms: round2(performance.now() - f.startedMs),
+      ...outcomeFields(o),
+      ...dryRunFields(f.dryRun),
+    }
+    const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500
+    if (quiet) logger.info(line, 'request')
+    else
+      logger.warn(
+        line,
+        f.dryRun !== null && o.kind === 'forwarded'
+          ? 'over a limit (dry-run: forwarded)'
+          : (MESSAGE[o.kind] ?? 'request')
+      )
+
+    if (adm !== null) summary?.record(adm.classification.key)
+    if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
+    if (metrics) {
+      metrics.countRequest(cls, o.kind, f.dryRun !== null)
+      const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
+      if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
+      if (m !== null) {
+        metrics.monthlyUsed.set({ team: m.team }, m.used)
+        metrics.monthlyQuota.set({ team: m.team }, m.quota)
+      }
+    }
+  }
+}
+
+export type Finish = ReturnType<typeof createFinisher>
