@@ -36,6 +36,7 @@ export interface Gateway {
 
 /** The outcome of a forwarded call, from what the forwarder saw. */
 export function forwardOutcome(r: ForwardResult): Outcome {
+  if (r.refusal !== undefined) return { kind: 'size_refused', ...r.refusal }
   if (r.status === 0) return { kind: 'client_aborted', upstreamMs: r.upstreamMs }
   if (r.error !== undefined) {
     return { kind: 'upstream_error', status: r.status, upstreamMs: r.upstreamMs, error: r.error }
@@ -85,14 +86,25 @@ export function createGateway(deps: GatewayDeps): Gateway {
       extraHeaders: admission.headers,
       body: sized.body,
       timeoutMs: snapshot.config.upstream.timeoutMs,
-      done: (r) => done(forwardOutcome(r), sized.dryRun),
+      done: (r) => {
+        // Dry-run: a streamed body's broken rule is known once it was read.
+        const late = sized.streamed?.violation() ?? null
+        const dryRun =
+          late !== null && r.refusal === undefined ? { ...sized.dryRun, size: late } : sized.dryRun
+        done(forwardOutcome(r), dryRun)
+      },
     })
   }
 
   type Sized =
     | { kind: 'aborted' }
     | { kind: 'refused'; refusal: NonNullable<DryRun['size']> }
-    | { kind: 'ok'; body: Buffer | Readable | undefined; dryRun: DryRun | null }
+    | {
+        kind: 'ok'
+        body: Buffer | Readable | undefined
+        dryRun: DryRun | null
+        streamed?: { violation(): NonNullable<DryRun['size']> | null }
+      }
 
   /** SPEC §4 size limits, after the rate check: a size-refused call has used its slot. */
   async function sizeChecked(req: IncomingMessage, g: Pass): Promise<Sized> {
@@ -104,9 +116,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
       keepRestForDryRun: dryRunMode,
     })
     if (size.aborted) return { kind: 'aborted' }
-    if (size.note)
-      logger.debug({ method, path: g.path, note: size.note }, 'size check: not counted')
-    if (size.refusal === undefined) return { kind: 'ok', body: size.body, dryRun: g.dryRun }
+    if (size.refusal === undefined) {
+      return { kind: 'ok', body: size.body, dryRun: g.dryRun, streamed: size.streamed }
+    }
     if (!dryRunMode) return { kind: 'refused', refusal: size.refusal }
     return { kind: 'ok', body: size.body, dryRun: { ...g.dryRun, size: size.refusal } }
   }

@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
 import { connectionTokens, HOP_BY_HOP } from './hop-by-hop.js'
 import { sendJsonError } from './respond.js'
+import { SizeViolation, type SizeRefusal } from './size-gate.js'
 
 // SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,
 // hop-by-hop headers dropped, X-Forwarded-* appended; 502 when the upstream refuses or drops
@@ -14,6 +15,8 @@ export interface ForwardResult {
   /** From dispatch to the upstream's response headers; null when none came. */
   upstreamMs: number | null
   error?: string
+  /** A streamed body broke a size rule: the client got that rule's 400/413. */
+  refusal?: SizeRefusal
 }
 
 export interface ForwardRequest {
@@ -136,6 +139,14 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
       (err) => {
         if (err === null) return done({ status: res.statusCode, upstreamMs })
         const code = (err as { code?: string }).code ?? err.name
+        const violation = sizeViolationOf(err)
+        if (violation !== null && !res.headersSent) {
+          // The body broke a size rule on its way: the upstream got no whole body. The rest of
+          // the client's body is not read: the connection closes.
+          res.setHeader('connection', 'close')
+          sendJsonError(res, violation.status, violation.message, extraHeaders)
+          return done({ status: violation.status, upstreamMs, refusal: violation })
+        }
         if (res.headersSent) {
           // The upstream dropped the connection mid-answer (or the client left): the client's
           // connection is closed too, so it cannot take a cut body for a whole one.
@@ -159,4 +170,12 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
   }
 
   return { forward, close: () => pool.close() }
+}
+
+/** The size rule a streamed body broke, however undici wrapped the stream's error. */
+function sizeViolationOf(err: Error): SizeRefusal | null {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    if (e instanceof SizeViolation) return e.refusal
+  }
+  return null
 }

@@ -182,7 +182,9 @@ describe('admin API (SPEC §7)', () => {
   it('needs the bearer token on every call but the probes, which answer anyone', async () => {
     for (const path of ['/healthz', '/readyz']) {
       expect((await admin(a, 'GET', path, undefined, {})).status, path).toBe(200)
-      expect((await admin(a, 'GET', path, undefined, { authorization: 'Bearer wrong' })).status).toBe(200)
+      expect(
+        (await admin(a, 'GET', path, undefined, { authorization: 'Bearer wrong' })).status
+      ).toBe(200)
     }
     for (const path of ['/metrics', '/v1/teams', '/v1/config', '/v1/usage/ip/1.2.3.4']) {
       expect((await admin(a, 'GET', path, undefined, {})).status, path).toBe(401)

@@ -209,7 +209,22 @@ describe('SQL endpoint', () => {
       expect(a.status, text).toBe(200)
       expect(received.at(-1)!.toString()).toBe(body)
     }
-    expect(gw.logs.some((l) => l.msg === 'size check: not counted')).toBe(true)
+    // Issue #15: the service's own SQL cannot hide a LIMIT; a count that is not a plain
+    // integer is refused.
+    for (const text of [
+      "SELECT * FROM Table1 WHERE Tags HAS ANY OF ('a','b') LIMIT 20000",
+      'SELECT * FROM Table1 OFFSET 10 LIMIT 20000',
+      '(SELECT * FROM Table1) LIMIT 50000',
+      'SELECT * FROM Table1 LIMIT 0xC350',
+    ]) {
+      const r = await send(gw.port, {
+        method: 'POST',
+        path: sqlPath(1),
+        headers: json,
+        body: sql(text),
+      })
+      expect(r.status, text).toBe(400)
+    }
   })
 
   it('reads a ? LIMIT from the parameters', async () => {
