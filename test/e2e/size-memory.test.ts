@@ -1,0 +1,94 @@
+import { readFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+// Issue #15: a 16 MiB body under max_body_bytes is counted as it streams, never parsed whole.
+
+const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
+const rowsPath = `/api-gateway/api/v2/dtables/${U}/rows/`
+
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return Number(m![1]) / 1024
+}
+
+/** A 16 MiB append of 900 rows (under append_rows: it is forwarded whole), streamed in pieces. */
+function postBig(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const row = Buffer.from(`{"Name":"${'x'.repeat(18_600)}"},`)
+    const rows = 900
+    const req = request(
+      {
+        port,
+        method: 'POST',
+        path: rowsPath,
+        headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      },
+      (res) => {
+        res.resume()
+        res.on('end', () => resolve(res.statusCode ?? 0))
+      }
+    )
+    req.on('error', () => resolve(-1))
+    req.write('{"table_name":"T","rows":[')
+    let i = 0
+    const pump = (): void => {
+      while (i < rows - 1) {
+        i++
+        if (!req.write(row)) return void req.once('drain', pump)
+      }
+      req.end('{}]}')
+    }
+    pump()
+    setTimeout(() => reject(new Error('timeout')), 50_000).unref()
+  })
+}
+
+describe('size checks with bounded memory (issue #15)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  let bytesSeen = 0
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    up.handle((req, res) => {
+      req.on('data', (c: Buffer) => (bytesSeen += c.length))
+      req.on('end', () => res.end('{}'))
+    })
+    gw = await startGateway(testYaml(up.url, 'rate_limits: { base: unlimited }'))
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('10 concurrent 16 MiB bodies: RSS grows under 100 MB, other requests answer within 100 ms', async () => {
+    const pid = gw.proc.pid!
+    await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
+    const before = rssMb(pid)
+    let peak = before
+    const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 20)
+    const latencies: number[] = []
+    let running = true
+    const probe = (async () => {
+      while (running) {
+        const t0 = performance.now()
+        await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
+        latencies.push(performance.now() - t0)
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    })()
+    const statuses = await Promise.all(Array.from({ length: 10 }, () => postBig(gw.port)))
+    running = false
+    await probe
+    clearInterval(sampler)
+    expect(statuses).toEqual(Array(10).fill(200))
+    expect(bytesSeen).toBeGreaterThan(10 * 16_000_000)
+    expect(peak - before).toBeLessThan(100)
+    latencies.sort((a, b) => a - b)
+    expect(latencies.length).toBeGreaterThan(3)
+    expect(latencies[Math.floor(latencies.length * 0.9)]!).toBeLessThan(100)
+  }, 60_000)
+})
