@@ -143,3 +143,73 @@ describe('store.on_error', () => {
     }
   })
 })
+
+describe('circuit breaker (issue #11: load alone must not flip an instance into fallback)', () => {
+  /** An inner store whose calls fail while `failing` is set, counting the calls it gets. */
+  function flaky() {
+    const mem = new MemoryStore()
+    const s = {
+      failing: false,
+      calls: 0,
+      async consume(ch: Parameters<MemoryStore['consume']>[0], now: number) {
+        s.calls++
+        if (s.failing) throw new StoreError('slow')
+        return mem.consume(ch, now)
+      },
+      peek: mem.peek.bind(mem),
+      ready: async () => !s.failing,
+      close: async () => {},
+    }
+    return s
+  }
+
+  it('one slow call is answered alone; only consecutive failures mark the store down', async () => {
+    const inner = flaky()
+    const outages: boolean[] = []
+    const g = new GuardedStore(inner, {
+      onError: 'open',
+      fallback: new MemoryStore(),
+      onOutage: (d) => outages.push(d),
+    })
+    const c = charge(100)
+    inner.failing = true
+    await g.consume([c], Date.now())
+    inner.failing = false
+    await g.consume([c], Date.now())
+    expect(g.isDown).toBe(false)
+    inner.failing = true
+    for (let i = 0; i < 3; i++) await g.consume([c], Date.now())
+    expect(g.isDown).toBe(true)
+    expect(outages).toEqual([true])
+  })
+
+  it('while down, calls do not wait on the store: one probe per interval', async () => {
+    const inner = flaky()
+    const g = new GuardedStore(inner, {
+      onError: 'open',
+      fallback: new MemoryStore(),
+      failuresToTrip: 1,
+      probeEveryMs: 60_000,
+    })
+    inner.failing = true
+    await g.consume([charge(100)], Date.now())
+    const before = inner.calls
+    for (let i = 0; i < 50; i++)
+      expect((await g.consume([charge(100)], Date.now())).allowed).toBe(true)
+    expect(inner.calls).toBe(before)
+  })
+
+  it('closed: a call the breaker skips is a StoreError (503), not a wait', async () => {
+    const inner = flaky()
+    const g = new GuardedStore(inner, {
+      onError: 'closed',
+      fallback: new MemoryStore(),
+      failuresToTrip: 1,
+      probeEveryMs: 60_000,
+    })
+    inner.failing = true
+    await expect(g.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
+    await expect(g.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
+    expect(inner.calls).toBe(1)
+  })
+})

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest'
+import { createAdminApp } from '../../src/admin/routes.js'
+import { ConfigHolder } from '../../src/config/holder.js'
+import { parseConfig } from '../../src/config/load.js'
+import type { LimiterStore } from '../../src/types.js'
+import { MemoryStore } from '../../src/limiter/memory-store.js'
+import { Metrics } from '../../src/observe/metrics.js'
+import { MemoryOverrideStore } from '../../src/quota/overrides.js'
+
+// createAdminApp through Hono's app.request(), as Hono's own middleware tests do.
+
+const TOKEN = 's3cret'
+const A = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
+
+function app(opts: { storeUp?: boolean; onError?: 'open' | 'closed'; draining?: boolean } = {}) {
+  const yaml = `admin: { token: ${TOKEN} }\nstore: { on_error: ${opts.onError ?? 'open'} }\nupstream: { url: "http://user:pw@127.0.0.1:8000" }\nmonthly: { enabled: true, teams: [ { id: acme, plan: plus, users: 2, bases: ["${A}"] } ] }`
+  const r = parseConfig(yaml, {})
+  if (!r.ok) throw new Error(JSON.stringify(r.problems))
+  const holder = new ConfigHolder('unused.yaml', r.config, {})
+  const mem = new MemoryStore()
+  const store: LimiterStore = {
+    consume: mem.consume.bind(mem),
+    peek: mem.peek.bind(mem),
+    ready: async () => opts.storeUp ?? true,
+    close: async () => {},
+  }
+  return createAdminApp({
+    holder,
+    store,
+    overrides: new MemoryOverrideStore(),
+    metrics: new Metrics(),
+    storeKind: 'redis',
+    draining: () => opts.draining ?? false,
+    reload: async () => ({ ok: true }),
+  })
+}
+
+const auth = { authorization: `Bearer ${TOKEN}` }
+
+describe('admin probes (SPEC §7)', () => {
+  it('answer without the token and reveal nothing', async () => {
+    const a = app()
+    expect(await (await a.request('/healthz')).json()).toEqual({ status: 'ok' })
+    const r = await a.request('/readyz')
+    expect(r.status).toBe(200)
+    expect(await r.json()).toEqual({ status: 'ready', store: 'up' })
+    expect((await a.request('/v1/config')).status).toBe(401)
+  })
+
+  it.each([
+    [{ storeUp: false, onError: 'open' as const }, 200, 'down'],
+    [{ storeUp: false, onError: 'closed' as const }, 503, 'down'],
+    [{ storeUp: true, draining: true }, 503, 'unknown'],
+  ])('readyz %j → %i, store %s', async (opts, status, store) => {
+    const r = await app(opts).request('/readyz')
+    expect(r.status).toBe(status)
+    expect((await r.json()).store).toBe(store)
+  })
+})
+
+describe('admin hardening (issue #11)', () => {
+  it('masks the upstream URL credentials in /v1/config', async () => {
+    const body = await (await app().request('/v1/config', { headers: auth })).json()
+    expect(body.upstream.url).not.toContain('pw')
+    expect(JSON.stringify(body)).not.toContain(TOKEN)
+  })
+
+  it.each([
+    [{ plan: '__proto__' }],
+    [{ plan: 'constructor' }],
+    [{ plan: 'toString' }],
+    [{ users: 1e308 }],
+    [{ bases: [A, A] }],
+  ])('PUT /v1/teams refuses %j', async (body) => {
+    const r = await app().request('/v1/teams/acme', {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    })
+    expect(r.status).toBe(400)
+  })
+
+  it('refuses an admin body over 1 MB with 413', async () => {
+    const big = JSON.stringify({ bases: Array(60_000).fill(A) })
+    const r = await app().request('/v1/teams/acme', {
+      method: 'PUT',
+      headers: {
+        ...auth,
+        'content-type': 'application/json',
+        'content-length': String(big.length),
+      },
+      body: big,
+    })
+    expect(r.status).toBe(413)
+  })
+
+  it('a valid change answers the team with its new quota', async () => {
+    const r = await app().request('/v1/teams/acme', {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{"users":3}',
+    })
+    expect(await r.json()).toMatchObject({ id: 'acme', users: 3, quota: 30000, changed: true })
+  })
+})

@@ -1,0 +1,60 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { ConfigHolder } from '../../src/config/holder.js'
+import { loadConfigFile } from '../../src/config/load.js'
+
+// Issue #11: a reload that could open the admin API, and what a reload cannot change.
+
+async function holderFor(yaml: string) {
+  const file = join(mkdtempSync(join(tmpdir(), 'bg-holder-')), 'limits.yaml')
+  writeFileSync(file, yaml)
+  const r = await loadConfigFile(file)
+  if (!r.ok) throw new Error(JSON.stringify(r.problems))
+  return { file, holder: new ConfigHolder(file, r.config, {}) }
+}
+
+describe('ConfigHolder.reload', () => {
+  it('refuses an empty file (an editor mid-save) and keeps the running configuration', async () => {
+    const { file, holder } = await holderFor('admin: { token: t0k }\nrate_limits: { base: 7/min }')
+    for (const text of ['', '   \n', '# only a comment\n']) {
+      writeFileSync(file, text)
+      const r = await holder.reload()
+      expect(r.ok).toBe(false)
+      if (!r.ok) expect(r.problems[0]!.message).toContain('empty')
+      expect(holder.current.config.admin.token).toBe('t0k')
+      expect(holder.current.config.rateLimits.base[0]!.limit).toBe(7)
+    }
+  })
+
+  it('never drops the admin token while the listener is on a public address', async () => {
+    const { file, holder } = await holderFor('admin: { host: 0.0.0.0, token: t0k }')
+    writeFileSync(file, 'admin: { host: 127.0.0.1 }')
+    const r = await holder.reload()
+    expect(r.ok).toBe(false)
+    if (!r.ok) expect(r.problems[0]!.field).toBe('admin.token')
+    expect(holder.current.config.admin.token).toBe('t0k')
+  })
+
+  it('keeps restart-only settings at their running values, says which, and applies the rest', async () => {
+    const { file, holder } = await holderFor(
+      'upstream: { url: "http://127.0.0.1:8000" }\nrate_limits: { base: 7/min }'
+    )
+    writeFileSync(
+      file,
+      'upstream: { url: "http://10.9.9.9:8000", timeout_ms: 5000 }\nrate_limits: { base: 9/min }'
+    )
+    const r = await holder.reload()
+    expect(r.ok).toBe(true)
+    if (!r.ok) return
+    expect(r.needsRestart).toEqual(['upstream.url'])
+    expect(r.changed).toEqual(expect.arrayContaining(['upstream', 'rateLimits']))
+    // /v1/config shows what runs: the old URL, the new timeout and limit.
+    expect(holder.current.config.upstream).toEqual({
+      url: 'http://127.0.0.1:8000',
+      timeoutMs: 5000,
+    })
+    expect(holder.current.config.rateLimits.base[0]!.limit).toBe(9)
+  })
+})
