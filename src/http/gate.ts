@@ -38,6 +38,16 @@ export interface GateDeps {
   now?: () => number
 }
 
+/** How many Host headers came (headersDistinct would build an object of every header per call). */
+function hostCount(raw: readonly string[]): number {
+  let n = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (name.length === 4 && name.toLowerCase() === 'host') n++
+  }
+  return n
+}
+
 const STORE_DOWN = 'the rate-limit store is unavailable; try again shortly'
 
 function refuse(
@@ -66,7 +76,7 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       return refuse(400, norm.reason, { kind: 'bad_path', reason: norm.reason }, null, null)
     const path = norm.path
     // Two Host headers name two servers: which one is meant cannot be known (issue #11).
-    if ((req.headersDistinct.host?.length ?? 0) > 1) {
+    if (hostCount(req.rawHeaders) > 1) {
       const reason = 'the request has more than one Host header'
       return refuse(400, reason, { kind: 'bad_request', reason }, path, null)
     }

@@ -14,8 +14,34 @@ type Tok =
   | { t: 'param'; index: number }
   | { t: 'punct'; v: string }
 
-const WORD = /[A-Za-z0-9_.$\u0080-\uffff]/
-const SPACE = /\s/
+/** JS white space as \s knows it (so a non-breaking space never glues a number to LIMIT). */
+function isSpace(c: number): boolean {
+  if (c <= 0x20) return c === 0x20 || (c >= 0x09 && c <= 0x0d)
+  if (c < 0xa0) return false
+  return /\s/.test(String.fromCharCode(c))
+}
+
+/** Word characters: letters, digits, `_`, `.`, `$`, and anything past ASCII that is not space. */
+function isWord(c: number): boolean {
+  if (c < 0x80) {
+    return (
+      (c >= 0x61 && c <= 0x7a) ||
+      (c >= 0x41 && c <= 0x5a) ||
+      (c >= 0x30 && c <= 0x39) ||
+      c === 0x5f ||
+      c === 0x2e ||
+      c === 0x24
+    )
+  }
+  return !isSpace(c)
+}
+
+const SINGLE: Record<number, Tok> = {
+  0x28: { t: 'open' },
+  0x29: { t: 'close' },
+  0x3b: { t: 'semi' },
+  0x2c: { t: 'comma' },
+}
 
 /** Splits SQL into tokens, skipping white space and comments. Never throws: an unclosed string runs to the end. */
 export function tokenize(sql: string): Tok[] {
@@ -24,39 +50,34 @@ export function tokenize(sql: string): Tok[] {
   let i = 0
   const n = sql.length
   while (i < n) {
-    const c = sql[i]!
-    if (SPACE.test(c)) {
+    const c = sql.charCodeAt(i)
+    if (isSpace(c)) {
       i++
-    } else if (c === '-' && sql[i + 1] === '-') {
-      i = lineEnd(sql, i)
-    } else if (c === '#') {
-      i = lineEnd(sql, i)
-    } else if (c === '/' && sql[i + 1] === '*') {
+    } else if ((c === 0x2d && sql.charCodeAt(i + 1) === 0x2d) || c === 0x23) {
+      i = lineEnd(sql, i) // -- or #
+    } else if (c === 0x2f && sql.charCodeAt(i + 1) === 0x2a) {
       const end = sql.indexOf('*/', i + 2)
       i = end === -1 ? n : end + 2
-    } else if (c === "'" || c === '"') {
-      i = quotedEnd(sql, i, c, true)
+    } else if (c === 0x27 || c === 0x22) {
+      i = quotedEnd(sql, i, sql[i]!, true)
       out.push({ t: 'str' })
-    } else if (c === '`') {
-      i = quotedEnd(sql, i, c, false)
+    } else if (c === 0x60) {
+      i = quotedEnd(sql, i, '`', false)
       out.push({ t: 'ident' })
-    } else if (c === '(') {
-      ;(out.push({ t: 'open' }), i++)
-    } else if (c === ')') {
-      ;(out.push({ t: 'close' }), i++)
-    } else if (c === ';') {
-      ;(out.push({ t: 'semi' }), i++)
-    } else if (c === ',') {
-      ;(out.push({ t: 'comma' }), i++)
-    } else if (c === '?') {
-      ;(out.push({ t: 'param', index: params++ }), i++)
-    } else if (WORD.test(c) && !SPACE.test(c)) {
+    } else if (SINGLE[c] !== undefined) {
+      out.push(SINGLE[c]!)
+      i++
+    } else if (c === 0x3f) {
+      out.push({ t: 'param', index: params++ })
+      i++
+    } else if (isWord(c)) {
       let j = i + 1
-      while (j < n && WORD.test(sql[j]!) && !SPACE.test(sql[j]!)) j++
+      while (j < n && isWord(sql.charCodeAt(j))) j++
       out.push({ t: 'word', v: sql.slice(i, j) })
       i = j
     } else {
-      ;(out.push({ t: 'punct', v: c }), i++)
+      out.push({ t: 'punct', v: sql[i]! })
+      i++
     }
   }
   return out
