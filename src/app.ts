@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { Duplex, Readable } from 'node:stream'
+import { Readable, type Duplex } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
-import { createGate, type Pass } from './http/gate.js'
+import { createGate, historyOf, type Pass } from './http/gate.js'
+import { readBodyUpTo, replayThenRest } from './http/read-body.js'
 import type { DryRun, Outcome } from './http/outcome.js'
 import type { ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
@@ -25,6 +26,10 @@ export interface GatewayDeps {
   metrics?: Metrics
   summary?: UsageSummary
   now?: () => number
+  /** SPEC §8: the server's version, or null while unknown. */
+  serverVersion?: () => string | null
+  /** SPEC §8: the upgrade report's counter (batched). */
+  recorder?: { record(entryId: string, key: string, nowMs: number): void }
 }
 
 export interface Gateway {
@@ -56,18 +61,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const g = await gate(req)
     if (g.kind === 'refuse') {
       sendRefusal(res, g)
-      return finish({
-        method,
-        path: g.path,
-        admission: g.admission,
-        startedMs,
-        outcome: g.outcome,
-        dryRun: null,
-      })
+      const { path, admission, outcome } = g
+      const apiChanges = g.history.breaking.map((e) => e.id)
+      return finish({ method, path, admission, startedMs, outcome, dryRun: null, apiChanges })
     }
     const { admission, path, snapshot } = g
+    const apiChanges = g.history.breaking.map((e) => e.id)
     const done = (outcome: Outcome, dryRun: DryRun | null) =>
-      finish({ method, path, admission, startedMs, outcome, dryRun })
+      finish({ method, path, admission, startedMs, outcome, dryRun, apiChanges })
 
     const sized = await sizeChecked(req, g)
     if (sized.kind === 'aborted')
@@ -79,12 +80,21 @@ export function createGateway(deps: GatewayDeps): Gateway {
       sendJsonError(res, r.status, r.message, admission.headers)
       return done({ kind: 'size_refused', ...r }, g.dryRun)
     }
+    let body = sized.body
+    if (g.pendingHistory.length > 0 && body === undefined) {
+      const read = await bodyHistory(req, g, apiChanges)
+      if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
+      body = read
+    }
     forwarder.forward({
       req,
       res,
       pathAndQuery: path + g.query,
-      extraHeaders: admission.headers,
-      body: sized.body,
+      extraHeaders:
+        g.history.headers === null
+          ? admission.headers
+          : { ...admission.headers, ...g.history.headers },
+      body,
       timeoutMs: snapshot.config.upstream.timeoutMs,
       done: (r) => {
         // Dry-run: a streamed body's broken rule is known once it was read.
@@ -94,6 +104,48 @@ export function createGateway(deps: GatewayDeps): Gateway {
         done(forwardOutcome(r), dryRun)
       },
     })
+  }
+
+  /**
+   * SPEC §8 changes recognised by the body (Move Rows to Big Data without `view_name`): the
+   * body is read (up to max_body_bytes) and forwarded as read. Null when the client left.
+   */
+  async function bodyHistory(
+    req: IncomingMessage,
+    g: Pass,
+    apiChanges: string[]
+  ): Promise<Buffer | Readable | null> {
+    const read = await readBodyUpTo(req, g.snapshot.config.sizeLimits.maxBodyBytes)
+    if (read.kind === 'aborted') return null
+    // Too large to look at: forwarded as it comes, unrecognised.
+    if (read.kind === 'too_large')
+      return Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
+    let json: unknown = null
+    try {
+      json = JSON.parse(read.body.toString('utf8'))
+    } catch {
+      // Not JSON: the server judges it; the change is about a field of a JSON body.
+    }
+    const lacking = g.pendingHistory.filter(
+      (m) =>
+        json !== null &&
+        typeof json === 'object' &&
+        !Array.isArray(json) &&
+        !(m.bodyWithout! in json)
+    )
+    const method = req.method ?? 'GET'
+    const h = historyOf(
+      deps,
+      g.snapshot,
+      { method, path: g.path, query: g.query },
+      lacking.map((m) => ({ ...m, bodyWithout: null }))
+    )
+    const nowMs = (deps.now ?? Date.now)()
+    for (const e of h.breaking) {
+      deps.recorder?.record(e.id, g.admission.classification.key, nowMs)
+      apiChanges.push(e.id)
+    }
+    return read.body
   }
 
   type Sized =

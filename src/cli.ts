@@ -3,8 +3,10 @@ import { parseArgs } from 'node:util'
 import { formatProblems, loadConfigFile } from './config/load.js'
 import { applyOverrides, parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
 import type { ConfigProblem } from './types.js'
+import { runUpgradeReport } from './upgrade-report-cli.js'
 
 const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]
+       basegate upgrade-report --to VERSION [--from VERSION] [--config FILE]
        basegate --version
   check           validate the configuration (with the flags and environment applied), print
                   every problem, exit 0 (valid) or 2
@@ -12,7 +14,9 @@ const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream UR
   --port N        the proxy's port (beats listen.port)
   --upstream URL  the service's server (beats upstream.url)
   --redis URL     redis:// or rediss:// store (beats store.url)
-  --version       print basegate's version`
+  --version       print basegate's version
+  upgrade-report  the calls of the last 35 days that upgrading the server to --to would break
+                  (from the running instance's admin API, else the shared store)`
 
 /** What the command line asks the server to run with. */
 export interface Cli {
@@ -64,6 +68,8 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
         redis: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean' },
+        to: { type: 'string' },
+        from: { type: 'string' },
       },
       allowPositionals: true,
       strict: true,
@@ -82,7 +88,7 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
     return null
   }
   const command = parsed.positionals[0]
-  if (command !== undefined && command !== 'check') {
+  if (command !== undefined && command !== 'check' && command !== 'upgrade-report') {
     process.stderr.write(`unknown command ${JSON.stringify(command)}\n${USAGE}\n`)
     process.exit(2)
   }
@@ -90,5 +96,6 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
   const { overrides, problems } = parseFlagOverrides(args)
   const cli: Cli = { file, flags: overrides, problems }
   if (command === 'check') return check(cli)
+  if (command === 'upgrade-report') return runUpgradeReport(file, overrides, args.to, args.from)
   return cli
 }

@@ -6,6 +6,7 @@ import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { MemoryOverrideStore, RedisOverrideStore, type OverrideStore } from './quota/overrides.js'
 import type { Config, LimiterStore } from './types.js'
+import { MemoryReportStore, RedisReportStore, type ReportStore } from './history/report-store.js'
 
 export type StoreKind = 'memory' | 'redis' | 'cluster'
 
@@ -13,6 +14,8 @@ export interface Stores {
   store: LimiterStore
   /** Where the admin API's team changes live (shared through Redis when there is one). */
   overrides: OverrideStore
+  /** SPEC §8: the upgrade report's counters (shared through Redis when there is one). */
+  report: ReportStore
   kind: StoreKind
 }
 
@@ -23,7 +26,12 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     logger.warn(
       'store.url is empty: counters are kept in this process only; instances do not share them'
     )
-    return { store: new MemoryStore(), overrides: new MemoryOverrideStore(), kind: 'memory' }
+    return {
+      store: new MemoryStore(),
+      overrides: new MemoryOverrideStore(),
+      report: new MemoryReportStore(),
+      kind: 'memory',
+    }
   }
   const options: RedisOptions = {
     // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
@@ -100,5 +108,10 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
       ? client.duplicate(undefined, { enableOfflineQueue: true })
       : client.duplicate({ enableOfflineQueue: true })
   subscriber.on('error', () => {})
-  return { store, overrides: new RedisOverrideStore(client, subscriber, s.prefix), kind }
+  return {
+    store,
+    overrides: new RedisOverrideStore(client, subscriber, s.prefix),
+    report: new RedisReportStore(client, s.prefix),
+    kind,
+  }
 }

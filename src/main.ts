@@ -15,6 +15,8 @@ import { createForwarder, type Forwarder } from './http/proxy.js'
 import { createLogger, type Logger } from './observe/log.js'
 import { Metrics } from './observe/metrics.js'
 import { UsageSummary } from './observe/summary.js'
+import { UpgradeRecorder } from './history/report-store.js'
+import { ServerVersion } from './history/server-version.js'
 import type { Config } from './types.js'
 
 const DRAIN_MS = 10_000
@@ -32,6 +34,8 @@ interface Instance {
   stores: Stores
   forwarder: Forwarder
   gateway: Gateway
+  serverVersion: ServerVersion
+  recorder: UpgradeRecorder
   proxy: Server
   admin: Server
   draining: boolean
@@ -119,7 +123,18 @@ async function boot(cli: Cli): Promise<Instance> {
   const config = holder.current.config
   const stores = createStore(config, logger, metrics)
   const forwarder = createForwarder({ url: config.upstream.url })
+  const serverVersion = new ServerVersion({
+    configured: () => holder.current.config.server.version,
+    upstreamUrl: config.upstream.url,
+    logger,
+    onChange: (v) => metrics.setServerVersion(v),
+  })
+  const recorder = new UpgradeRecorder(stores.report, (err) =>
+    logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
+  )
   const gateway = createGateway({
+    serverVersion: () => serverVersion.current(),
+    recorder,
     snapshot: () => holder.current,
     store: stores.store,
     forwarder,
@@ -137,6 +152,8 @@ async function boot(cli: Cli): Promise<Instance> {
     stores,
     forwarder,
     gateway,
+    serverVersion,
+    recorder,
     proxy: createProxyServer(config, gateway),
     admin: null as unknown as Server,
     draining: false,
@@ -169,11 +186,18 @@ async function boot(cli: Cli): Promise<Instance> {
       storeKind: stores.kind,
       draining: () => instance.draining,
       reload: () => instance.reload('admin'),
+      history: {
+        serverVersion: () => serverVersion.current(),
+        report: stores.report,
+        flush: () => recorder.flush(),
+      },
     }).fetch,
   }) as Server
   await waitForStore(stores, logger)
   await refreshTeams(instance)
   stores.overrides.onChange(() => void refreshTeams(instance))
+  serverVersion.start()
+  recorder.start()
   return instance
 }
 
@@ -259,6 +283,8 @@ async function drain(i: Instance): Promise<void> {
   clearInterval(sweep)
   i.proxy.closeAllConnections()
   for (const t of i.gateway.tunnels) t.destroy()
+  i.serverVersion.stop()
+  await i.recorder.stop().catch(() => {})
   await i.stores.overrides.close().catch(() => {})
   await i.stores.store.close().catch(() => {})
   await i.forwarder.close().catch(() => {})

@@ -94,6 +94,9 @@ export interface Config {
   allow: { clients: readonly string[]; bases: readonly string[] }
   sizeLimits: SizeLimits
   monthly: MonthlyConfig
+  /** SPEC §8: the server's version, "X.Y" or "auto" (/server-info/). */
+  server: { version: string }
+  history: { removed: 'gone' | 'pass'; deprecationHeaders: boolean }
 }
 
 /** A config problem: the field's dotted path and what is wrong with it. */

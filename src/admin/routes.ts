@@ -13,6 +13,8 @@ import {
   type WindowState,
 } from '../types.js'
 import { bearerAuth, bodyCap } from './auth.js'
+import { historyRoutes } from './history.js'
+import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
 import { maskedConfig } from './mask.js'
 import { probeRoutes } from './probes.js'
 import { monthOf, teamRoutes } from './teams.js'
@@ -34,6 +36,8 @@ export interface AdminDeps {
   storeKind?: 'memory' | 'redis' | 'cluster'
   draining?: () => boolean
   now?: () => number
+  /** SPEC §8: the server's version in force, the report's counters and this instance's flush. */
+  history?: { serverVersion: () => string | null; report: ReportStore; flush: () => Promise<void> }
 }
 
 function windowJson(charge: Charge, w: WindowState) {
@@ -69,6 +73,12 @@ export function createAdminApp(deps: AdminDeps): Hono {
   })
   teamRoutes(app, { holder, store, overrides: deps.overrides, now })
   usageRoutes(app)
+  const history = deps.history ?? {
+    serverVersion: () => null,
+    report: new MemoryReportStore(),
+    flush: async () => {},
+  }
+  historyRoutes(app, { ...history, now })
 
   async function refreshMonthlyGauges(): Promise<void> {
     const snap = holder.current
@@ -141,7 +151,14 @@ export function createAdminApp(deps: AdminDeps): Hono {
     })
   })
 
-  app.get('/v1/config', (c) => c.json(maskedConfig(holder.current.config)))
+  app.get('/v1/config', (c) => {
+    const config = maskedConfig(holder.current.config) as Record<string, unknown>
+    // SPEC §8: the version in force (auto shows what /server-info/ said, or null).
+    return c.json({
+      ...config,
+      server: { ...holder.current.config.server, in_force: history.serverVersion() },
+    })
+  })
 
   app.notFound((c) => c.json({ error_msg: 'not found' }, 404))
   app.onError((err, c) => {

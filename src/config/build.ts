@@ -13,6 +13,7 @@ import { parseRate } from './rate.js'
 import { DEFAULT_EXEMPT, DEFAULT_PLANS, PRESETS } from './presets.js'
 import type { LimitsFile } from './schema.js'
 import { parseUuid } from '../http/base-uuid.js'
+import { parseVersion } from '../history/version.js'
 
 function rates(value: string | string[]): RateList {
   const list = Array.isArray(value) ? value : [value]
@@ -235,6 +236,11 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     allow: { clients: allowClients, bases: allowBases },
     sizeLimits: buildSizeLimits(file),
     monthly: buildMonthly(problems, file, deployment),
+    server: { version: parseVersion(file.server?.version ?? 'auto') ?? 'auto' },
+    history: {
+      removed: file.history?.removed ?? 'gone',
+      deprecationHeaders: file.history?.deprecation_headers ?? true,
+    },
   }
   return problems.length > 0 ? { problems } : { config, problems }
 }

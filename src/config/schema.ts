@@ -117,6 +117,22 @@ export const limitsFileSchema = z.strictObject({
       max_body_bytes: positiveInt.optional(),
     })
     .optional(),
+  server: z
+    .strictObject({
+      version: z
+        .string()
+        .regex(/^(?:auto|\d{1,3}\.\d{1,3}(?:\.\d+)?)$/, {
+          error: (iss) => `${JSON.stringify(iss.input)} is not a version (6.2) or auto`,
+        })
+        .optional(),
+    })
+    .optional(),
+  history: z
+    .strictObject({
+      removed: z.enum(['gone', 'pass']).optional(),
+      deprecation_headers: z.boolean().optional(),
+    })
+    .optional(),
   monthly: z
     .strictObject({
       enabled: z.boolean().optional(),

@@ -1,7 +1,15 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Snapshot } from '../config/snapshot.js'
 import { StoreError } from '../limiter/store-error.js'
+import {
+  compileHistory,
+  decide,
+  NO_HISTORY,
+  type HistoryDecision,
+  type Match,
+} from '../history/match.js'
 import type { LimiterStore } from '../types.js'
+import { baseUuidOfPath } from './base-uuid.js'
 import { normalizePath, splitTarget } from './normalize-path.js'
 import type { DryRun, Outcome } from './outcome.js'
 import { admit, type Admission } from './rate-limit.js'
@@ -17,6 +25,8 @@ export interface Refusal {
   /** The normalised path, when there is one (a bad path has none). */
   path: string | null
   admission: Admission | null
+  /** SPEC §8: what the call matched in the change history (logged as api_change). */
+  history: HistoryDecision
 }
 
 /** A call to forward: admitted (or over a limit in dry-run). */
@@ -28,6 +38,10 @@ export interface Pass {
   snapshot: Snapshot
   /** What would have been refused, when it is forwarded anyway (SPEC §2 dry-run). */
   dryRun: DryRun | null
+  /** SPEC §8: Deprecation/Link headers and the entries for the upgrade report. */
+  history: HistoryDecision
+  /** History entries that still depend on the body (read by the request path). */
+  pendingHistory: readonly Match[]
 }
 
 export type GateResult = Refusal | Pass
@@ -36,6 +50,28 @@ export interface GateDeps {
   snapshot: () => Snapshot
   store: LimiterStore
   now?: () => number
+  /** SPEC §8: the server's major.minor, or null while unknown. */
+  serverVersion?: () => string | null
+  /** SPEC §8: counts calls an upgrade would break (batched, never a store call per request). */
+  recorder?: { record(entryId: string, key: string, nowMs: number): void }
+}
+
+/** The API's change history, compiled once from its tables. */
+export const HISTORY = compileHistory()
+
+/** SPEC §8 on one admitted call: 410, deprecation headers, and what to record. */
+export function historyOf(
+  deps: GateDeps,
+  snapshot: Snapshot,
+  req: { method: string; path: string; query: string },
+  matches: readonly Match[]
+): HistoryDecision {
+  const ready = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
+  if (ready.length === 0) return NO_HISTORY
+  const { removed, deprecationHeaders } = snapshot.config.history
+  const uuid = baseUuidOfPath(req.path)
+  const server = deps.serverVersion?.() ?? null
+  return decide(HISTORY, ready, server, { removed, deprecationHeaders }, { ...req, uuid })
 }
 
 /** How many Host headers came (headersDistinct would build an object of every header per call). */
@@ -56,9 +92,10 @@ function refuse(
   outcome: Outcome,
   path: string | null,
   admission: Admission | null,
-  headers: OutgoingHttpHeaders | null = null
+  headers: OutgoingHttpHeaders | null = null,
+  history: HistoryDecision = NO_HISTORY
 ): Refusal {
-  return { kind: 'refuse', status, message, headers, outcome, path, admission }
+  return { kind: 'refuse', status, message, headers, outcome, path, admission, history }
 }
 
 /**
@@ -89,9 +126,10 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       return refuse(503, STORE_DOWN, outcome, path, null, { 'retry-after': '1' })
     }
     const { refused, shadowRules } = admission
+    const enforce = snapshot.config.mode === 'enforce'
     let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
     if (refused !== null) {
-      if (snapshot.config.mode === 'enforce') {
+      if (enforce) {
         const outcome: Outcome = {
           kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited',
         }
@@ -100,6 +138,32 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
       dryRun = { ...dryRun, refusal: refused }
     }
-    return { kind: 'pass', admission, path, query, snapshot, dryRun }
+    const method = req.method ?? 'GET'
+    const matches = HISTORY.match(method, path, query)
+    if (matches.length === 0) {
+      return {
+        kind: 'pass',
+        admission,
+        path,
+        query,
+        snapshot,
+        dryRun,
+        history: NO_HISTORY,
+        pendingHistory: [],
+      }
+    }
+    const history = historyOf(deps, snapshot, { method, path, query }, matches)
+    const nowMs = now()
+    for (const e of history.breaking)
+      deps.recorder?.record(e.id, admission.classification.key, nowMs)
+    if (history.gone !== null) {
+      // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
+      const { entry, message } = history.gone
+      const outcome: Outcome = { kind: 'gone', entry: entry.id, message }
+      if (enforce) return refuse(410, message, outcome, path, admission, admission.headers, history)
+      dryRun = { ...dryRun, gone: entry.id }
+    }
+    const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
+    return { kind: 'pass', admission, path, query, snapshot, dryRun, history, pendingHistory }
   }
 }

@@ -20,6 +20,7 @@ export type Outcome =
   | { kind: 'bad_request'; reason: string }
   | { kind: 'bad_path'; reason: string }
   | { kind: 'store_unavailable' }
+  | { kind: 'gone'; entry: string; message: string }
 
 export type OutcomeKind = Outcome['kind']
 
@@ -40,6 +41,8 @@ export function statusOf(o: Outcome): number {
       return 400
     case 'store_unavailable':
       return 503
+    case 'gone':
+      return 410
   }
 }
 
@@ -51,4 +54,6 @@ export interface DryRun {
   rules?: readonly string[]
   /** A size limit is broken, and `mode: dry-run` forwards the call. */
   size?: { status: 400 | 413; message: string; limitName?: SizeLimitName; count?: number }
+  /** A removed endpoint (SPEC §8) forwarded because `mode: dry-run` refuses nothing. */
+  gone?: string
 }

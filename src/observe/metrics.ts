@@ -67,6 +67,29 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  readonly apiChangeCalls = new Counter({
+    name: 'basegate_api_change_calls_total',
+    help: 'Calls that a server upgrade would break, by change-history entry (SPEC §8)',
+    labelNames: ['entry'] as const,
+    registers: [this.registry],
+  })
+  readonly serverVersion = new Gauge({
+    name: 'basegate_server_version_info',
+    help: 'The server version basegate applies the change history for (1 on the version in force)',
+    labelNames: ['version'] as const,
+    registers: [this.registry],
+  })
+
+  countApiChange(entry: string): void {
+    this.apiChangeCalls.labels(entry).inc()
+  }
+
+  /** The version in force is 1; the others are dropped. */
+  setServerVersion(version: string | null): void {
+    this.serverVersion.reset()
+    this.serverVersion.labels(version ?? 'unknown').set(1)
+  }
+
   // Labelled children, made once: prom-client would otherwise hash the label object on every
   // request.
   private readonly requestChildren = new Map<string, Child>()

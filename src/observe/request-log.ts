@@ -16,6 +16,8 @@ export interface Finished {
   startedMs: number
   outcome: Outcome
   dryRun: DryRun | null
+  /** SPEC §8: history entries the call would break on (first one logged as api_change). */
+  apiChanges?: readonly string[]
 }
 
 const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
@@ -27,6 +29,7 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   store_unavailable: 'refused: store unavailable',
   upstream_error: 'upstream error',
   client_aborted: 'client went away',
+  gone: 'refused: removed endpoint',
 }
 
 const round2 = (ms: number) => Math.round(ms * 100) / 100
@@ -48,6 +51,8 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
     case 'bad_path':
     case 'bad_request':
       return { reason: o.reason }
+    case 'gone':
+      return { removed: o.entry, error_msg: o.message }
     default:
       return {}
   }
@@ -58,6 +63,7 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
   const out: Record<string, unknown> = { dry_run: true }
   if (d.refusal) out.would_refuse = d.refusal
   if (d.rules && d.rules.length > 0) out.rules = d.rules
+  if (d.gone) out.removed = d.gone
   if (d.size)
     Object.assign(out, {
       refused: 'size',
@@ -101,6 +107,7 @@ export function createFinisher(deps: {
       duration_ms: round2(performance.now() - f.startedMs),
       ...outcomeFields(o),
       ...dryRunFields(f.dryRun),
+      api_change: f.apiChanges?.[0],
     }
     const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500
     if (quiet) logger.info(line, 'request')
@@ -116,6 +123,7 @@ export function createFinisher(deps: {
     if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
     if (metrics) {
       metrics.countRequest(cls, o.kind, f.dryRun !== null)
+      if (f.apiChanges) for (const id of f.apiChanges) metrics.countApiChange(id)
       const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
       if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
       if (m !== null) {

@@ -1,0 +1,75 @@
+import type { Hono } from 'hono'
+import { HISTORY } from '../http/gate.js'
+import type { HistoryIndex } from '../history/match.js'
+import type { ReportStore } from '../history/report-store.js'
+import { compareVersions, parseVersion } from '../history/version.js'
+
+export interface HistoryDeps {
+  serverVersion: () => string | null
+  report: ReportStore
+  /** Writes this instance's pending counts first, so the report includes them. */
+  flush: () => Promise<void>
+  now: () => number
+}
+
+/** GET /v1/history: every release, newest first, with the server's version. */
+export function historyJson(index: HistoryIndex, server: string | null) {
+  return {
+    server_version: server,
+    versions: index.releases.map((r) => ({
+      version: r.version,
+      date: r.date,
+      breaking: r.breaking,
+      changes: r.changes,
+    })),
+  }
+}
+
+/** The upgrade report from one version to another (SPEC §8), busiest first. */
+export async function upgradeReport(
+  index: HistoryIndex,
+  report: ReportStore,
+  from: string | null,
+  to: string,
+  nowMs: number
+) {
+  const entries = index.entries.filter(
+    (e) =>
+      e.kind !== 'deprecated' &&
+      compareVersions(e.version, to) <= 0 &&
+      (from === null || compareVersions(e.version, from) > 0)
+  )
+  const usage = await report.read(
+    entries.map((e) => e.id),
+    nowMs
+  )
+  const rows = entries.map((e) => {
+    const u = usage.get(e.id)!
+    return {
+      id: e.id,
+      version: e.version,
+      date: index.releaseDate(e.version),
+      what: e.what,
+      replacement: e.replacement,
+      calls: u.calls,
+      last_seen: u.lastSeenMs === null ? null : new Date(u.lastSeenMs).toISOString(),
+      top_keys: u.topKeys,
+    }
+  })
+  rows.sort((a, b) => b.calls - a.calls || compareVersions(a.version, b.version))
+  return { from, to, entries: rows }
+}
+
+export function historyRoutes(app: Hono, deps: HistoryDeps): void {
+  app.get('/v1/history', (c) => c.json(historyJson(HISTORY, deps.serverVersion())))
+  app.get('/v1/upgrade-report', async (c) => {
+    const to = parseVersion(c.req.query('to') ?? '')
+    if (to === null) return c.json({ error_msg: 'give the version to upgrade to: ?to=6.2' }, 400)
+    const fromText = c.req.query('from')
+    const from = fromText === undefined ? deps.serverVersion() : parseVersion(fromText)
+    if (fromText !== undefined && from === null)
+      return c.json({ error_msg: `from=${JSON.stringify(fromText)} is not a version` }, 400)
+    await deps.flush()
+    return c.json(await upgradeReport(HISTORY, deps.report, from, to, deps.now()))
+  })
+}

@@ -1,0 +1,176 @@
+import type { OutgoingHttpHeaders } from 'node:http'
+import { UUID_PATTERN } from '../http/base-uuid.js'
+import { ENTRIES, RELEASES, type HistoryEntry, type Recognise, type Release } from './table.js'
+import { compareVersions } from './version.js'
+
+// SPEC §8, compiled once from the tables: which entries a request matches, and what that
+// means on a server of a given version. Pure; the request path reads it per call.
+
+interface CompiledRecognise {
+  entry: HistoryEntry
+  /** Lower-case literal start of the pattern: a cheap filter before the regex. */
+  prefix: string
+  methods: ReadonlySet<string> | null
+  re: RegExp
+  anyQuery: readonly string[] | null
+  bodyWithout: string | null
+}
+
+/** `{base_uuid}` a UUID, `{token}` one segment, `*` at the end any rest; trailing `/` optional. */
+function compilePattern(pattern: string): RegExp {
+  let p = pattern
+  const star = p.endsWith('*')
+  if (star) p = p.slice(0, -1)
+  else if (p.length > 1 && p.endsWith('/')) p = p.slice(0, -1)
+  const body = p
+    .split(/(\{base_uuid\}|\{token\})/)
+    .map((part) =>
+      part === '{base_uuid}'
+        ? UUID_PATTERN
+        : part === '{token}'
+          ? '[^/]+'
+          : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+    )
+    .join('')
+  return new RegExp(`^${body}${star ? '.*' : '/?'}$`, 'i')
+}
+
+function compileRecognise(entry: HistoryEntry, r: Recognise): CompiledRecognise {
+  const literal = r.path.split(/\{|\*/)[0]!.toLowerCase()
+  return {
+    entry,
+    prefix: literal,
+    methods: r.methods ? new Set(r.methods) : null,
+    re: compilePattern(r.path),
+    anyQuery: r.anyQuery ?? null,
+    bodyWithout: r.bodyWithout ?? null,
+  }
+}
+
+/** A request's match: the entry, and a body field whose absence it still depends on. */
+export interface Match {
+  entry: HistoryEntry
+  bodyWithout: string | null
+}
+
+function hasQueryParam(query: string, names: readonly string[]): boolean {
+  if (query.length < 2) return false
+  const params = new URLSearchParams(query.slice(1))
+  return names.some((n) => params.has(n))
+}
+
+export interface HistoryIndex {
+  readonly releases: readonly Release[]
+  readonly entries: readonly HistoryEntry[]
+  /** Entries the request matches by method, path and query (body conditions still open). */
+  match(method: string, path: string, query: string): Match[]
+  /** A release's date as Unix seconds at 00:00 UTC. */
+  releaseSec(version: string): number | null
+  releaseDate(version: string): string | null
+}
+
+export function compileHistory(
+  entries: readonly HistoryEntry[] = ENTRIES,
+  releases: readonly Release[] = RELEASES
+): HistoryIndex {
+  const compiled = entries.flatMap((e) => e.recognise.map((r) => compileRecognise(e, r)))
+  const prefixes = [...new Set(compiled.map((c) => c.prefix))]
+  const dates = new Map(releases.map((r) => [r.version, r.date]))
+  return {
+    releases: [...releases].sort((a, b) => compareVersions(b.version, a.version)),
+    entries,
+    match(method, path, query) {
+      const lower = path.toLowerCase()
+      // Hot path: most calls start with none of the patterns' literal prefixes.
+      if (!prefixes.some((p) => lower.startsWith(p))) return []
+      const out: Match[] = []
+      for (const c of compiled) {
+        if (!lower.startsWith(c.prefix)) continue
+        if (c.methods !== null && !c.methods.has(method)) continue
+        if (c.anyQuery !== null && !hasQueryParam(query, c.anyQuery)) continue
+        if (!c.re.test(path)) continue
+        if (!out.some((m) => m.entry === c.entry))
+          out.push({ entry: c.entry, bodyWithout: c.bodyWithout })
+      }
+      return out.sort((a, b) => compareVersions(a.entry.version, b.entry.version))
+    },
+    releaseDate: (v) => dates.get(v) ?? null,
+    releaseSec(v) {
+      const d = dates.get(v)
+      return d === undefined ? null : Date.parse(`${d}T00:00:00Z`) / 1000
+    },
+  }
+}
+
+export interface HistoryPolicy {
+  removed: 'gone' | 'pass'
+  deprecationHeaders: boolean
+}
+
+/** What a matched request means on this server. */
+export interface HistoryDecision {
+  /** Answer 410 with this message (the call is not forwarded). */
+  gone: { entry: HistoryEntry; message: string } | null
+  /** Deprecation / Link headers for the answer. */
+  headers: OutgoingHttpHeaders | null
+  /** Entries that break at a version later than the server's (any, when it is unknown): the upgrade report. */
+  breaking: HistoryEntry[]
+}
+
+export const NO_HISTORY: HistoryDecision = Object.freeze({
+  gone: null,
+  headers: null,
+  breaking: [],
+}) as HistoryDecision
+
+function goneMessage(method: string, path: string, e: HistoryEntry, date: string | null): string {
+  const use = e.replacement ? `; use ${e.replacement}` : ''
+  return `${method} ${path} was removed in ${e.version}${date ? ` (${date})` : ''}: ${e.what}${use}`
+}
+
+/** The replacement as a URI for a Link header: the request's base filled in, no placeholder. */
+function successor(replacement: string, uuid: string | null): string {
+  const cut = replacement.replace(/\.\.\.$/, '')
+  if (uuid !== null) return cut.replace('{base_uuid}', uuid)
+  const at = cut.indexOf('{')
+  return at === -1 ? cut : cut.slice(0, at)
+}
+
+/** SPEC §8 for matched entries, on a server of `server` (null: unknown). */
+export function decide(
+  index: HistoryIndex,
+  matches: readonly HistoryEntry[],
+  server: string | null,
+  policy: HistoryPolicy,
+  request: { method: string; path: string; uuid: string | null }
+): HistoryDecision {
+  if (matches.length === 0) return NO_HISTORY
+  const breaking = matches.filter(
+    (e) => e.kind !== 'deprecated' && (server === null || compareVersions(e.version, server) > 0)
+  )
+  if (server === null) return { gone: null, headers: null, breaking }
+  const removed = matches.find(
+    (e) => e.kind === 'removed' && compareVersions(e.version, server) <= 0
+  )
+  if (removed && policy.removed === 'gone') {
+    const message = goneMessage(
+      request.method,
+      request.path,
+      removed,
+      index.releaseDate(removed.version)
+    )
+    return { gone: { entry: removed, message }, headers: null, breaking }
+  }
+  let headers: OutgoingHttpHeaders | null = null
+  const deprecated = matches.find(
+    (e) => e.kind === 'deprecated' && compareVersions(e.version, server) <= 0
+  )
+  if (deprecated && !removed && policy.deprecationHeaders) {
+    const sec = index.releaseSec(deprecated.version)
+    headers = {}
+    if (sec !== null) headers['deprecation'] = `@${sec}`
+    if (deprecated.replacement)
+      headers['link'] = `<${deprecated.replacement}>; rel="successor-version"`
+  }
+  return { gone: null, headers, breaking }
+}

@@ -1,0 +1,94 @@
+import { request } from 'undici'
+import type { Logger } from '../observe/log.js'
+import { parseVersion } from './version.js'
+
+const POLL_MS = 10 * 60_000
+
+/** GET /server-info/ on the upstream → its major.minor, or null (no answer, no version). */
+export async function fetchServerVersion(
+  upstreamUrl: string,
+  timeoutMs = 5000
+): Promise<string | null> {
+  try {
+    const base = upstreamUrl.replace(/\/+$/, '')
+    const r = await request(`${base}/server-info/`, {
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    })
+    if (r.statusCode !== 200) {
+      await r.body.dump()
+      return null
+    }
+    const body = (await r.body.json()) as { version?: unknown }
+    return parseVersion(body?.version)
+  } catch {
+    return null
+  }
+}
+
+export interface ServerVersionOptions {
+  /** `server.version` of the running configuration: "6.2" or "auto" (read per call: reload applies). */
+  configured: () => string
+  upstreamUrl: string
+  logger: Logger
+  /** Told whenever the version in force changes (the metric). */
+  onChange?: (version: string | null) => void
+  pollMs?: number
+  fetch?: (url: string) => Promise<string | null>
+}
+
+/**
+ * SPEC §8: the server's version: fixed by `server.version`, or `auto`: read from the upstream's
+ * /server-info/ at start and every 10 minutes. Unknown until it answers; one warning then,
+ * and one line again when it becomes known or changes.
+ */
+export class ServerVersion {
+  private fetched: string | null = null
+  private timer: NodeJS.Timeout | null = null
+  private last: string | null | undefined = undefined
+
+  constructor(private readonly opts: ServerVersionOptions) {}
+
+  /** The version in force now, or null while unknown. */
+  current(): string | null {
+    const c = this.opts.configured()
+    const v = c === 'auto' ? this.fetched : parseVersion(c)
+    if (v !== this.last) this.announce(v)
+    return v
+  }
+
+  private announce(v: string | null): void {
+    const source = this.opts.configured() === 'auto' ? 'auto (/server-info/)' : 'server.version'
+    if (v === null) {
+      this.opts.logger.warn(
+        { source },
+        'server version unknown: no 410s and no deprecation headers until it is known'
+      )
+    } else {
+      this.opts.logger.info({ server_version: v, source }, 'server version known')
+    }
+    this.last = v
+    this.opts.onChange?.(v)
+  }
+
+  /** Asks the upstream now (auto only). */
+  async refresh(): Promise<void> {
+    if (this.opts.configured() !== 'auto') return void this.current()
+    const fetch = this.opts.fetch ?? ((url: string) => fetchServerVersion(url))
+    const v = await fetch(this.opts.upstreamUrl)
+    // A failed poll keeps the last version known: a restarting upstream is still that version.
+    if (v !== null) this.fetched = v
+    this.current()
+  }
+
+  start(): void {
+    void this.refresh()
+    const every = this.opts.pollMs ?? Number(process.env.BASEGATE_SERVER_INFO_MS ?? POLL_MS)
+    this.timer = setInterval(() => void this.refresh(), every)
+    this.timer.unref()
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer)
+  }
+}

@@ -1,0 +1,151 @@
+import { request } from 'undici'
+import { Cluster, Redis } from 'ioredis'
+import { upgradeReport } from './admin/history.js'
+import { loadConfigFile, formatProblems } from './config/load.js'
+import { applyOverrides, type FlagOverrides } from './config/overrides.js'
+import { HISTORY } from './http/gate.js'
+import { RedisReportStore } from './history/report-store.js'
+import { fetchServerVersion } from './history/server-version.js'
+import { parseVersion } from './history/version.js'
+import type { Config } from './types.js'
+
+type Report = Awaited<ReturnType<typeof upgradeReport>>
+
+/** The report as the running instance has it (its counts up to this moment included). */
+async function fromAdmin(
+  config: Config,
+  to: string,
+  from: string | undefined
+): Promise<Report | null> {
+  const host =
+    config.admin.host === '0.0.0.0'
+      ? '127.0.0.1'
+      : config.admin.host === '::'
+        ? '::1'
+        : config.admin.host
+  const q = new URLSearchParams({ to, ...(from ? { from } : {}) })
+  try {
+    const r = await request(
+      `http://${host.includes(':') ? `[${host}]` : host}:${config.admin.port}/v1/upgrade-report?${q}`,
+      {
+        headers: config.admin.token ? { authorization: `Bearer ${config.admin.token}` } : {},
+        headersTimeout: 3000,
+        bodyTimeout: 3000,
+      }
+    )
+    if (r.statusCode !== 200) {
+      await r.body.dump()
+      return null
+    }
+    return (await r.body.json()) as Report
+  } catch {
+    return null
+  }
+}
+
+/** The report read straight from the shared store (no instance running). */
+async function fromStore(
+  config: Config,
+  to: string,
+  from: string | undefined
+): Promise<Report | null> {
+  const s = config.store
+  if (s.url === '' && s.cluster.length === 0) return null
+  const client =
+    s.cluster.length > 0
+      ? new Cluster(
+          s.cluster.map((u) => ({
+            host: new URL(u).hostname,
+            port: Number(new URL(u).port || 6379),
+          }))
+        )
+      : new Redis(s.url, { maxRetriesPerRequest: 1, lazyConnect: true })
+  client.on('error', () => {})
+  try {
+    const version =
+      from ??
+      (config.server.version !== 'auto'
+        ? config.server.version
+        : await fetchServerVersion(config.upstream.url, 2000))
+    return await upgradeReport(
+      HISTORY,
+      new RedisReportStore(client, s.prefix),
+      version,
+      to,
+      Date.now()
+    )
+  } catch {
+    return null
+  } finally {
+    client.disconnect()
+  }
+}
+
+/** A table a terminal reads: one row per entry, busiest first. */
+export function formatReport(r: Report): string {
+  const lines = [
+    `Upgrade ${r.from ?? '(unknown version)'} → ${r.to}: calls of the last 35 days that the upgrade breaks`,
+    '',
+  ]
+  const rows = r.entries.map((e) => [
+    e.version,
+    e.date ?? '',
+    e.id,
+    String(e.calls),
+    e.last_seen ? e.last_seen.slice(0, 16).replace('T', ' ') : '-',
+    e.top_keys
+      .slice(0, 3)
+      .map((k) => `${k.key} (${k.calls})`)
+      .join(', ') || '-',
+  ])
+  const head = ['version', 'date', 'entry', 'calls', 'last seen (UTC)', 'busiest keys']
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)))
+  const fmt = (row: string[]) =>
+    row
+      .map((c, i) => (i === 3 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd()
+  lines.push(fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt))
+  if (r.entries.length === 0)
+    lines.push('(nothing in the change history breaks between these versions)')
+  const withFix = r.entries.filter((e) => e.calls > 0)
+  if (withFix.length > 0) lines.push('')
+  for (const e of withFix)
+    lines.push(`${e.id}: ${e.what}${e.replacement ? ` → use ${e.replacement}` : ''}`)
+  return lines.join('\n')
+}
+
+/** `basegate upgrade-report --to X [--from Y] [--config FILE]`: exit 0, or 2 with the reason. */
+export async function runUpgradeReport(
+  file: string,
+  flags: FlagOverrides,
+  to: string | undefined,
+  from: string | undefined
+): Promise<never> {
+  const version = parseVersion(to ?? '')
+  if (version === null) {
+    process.stderr.write('--to: give the version to upgrade to, e.g. --to 6.2\n')
+    process.exit(2)
+  }
+  if (from !== undefined && parseVersion(from) === null) {
+    process.stderr.write(`--from: ${JSON.stringify(from)} is not a version\n`)
+    process.exit(2)
+  }
+  const loaded = await loadConfigFile(file)
+  if (!loaded.ok) {
+    process.stderr.write(formatProblems(loaded.problems) + '\n')
+    process.exit(2)
+  }
+  const config = applyOverrides(loaded.config, flags)
+  const report =
+    (await fromAdmin(config, version, from)) ??
+    (await fromStore(config, version, from ?? undefined))
+  if (report === null) {
+    process.stderr.write(
+      `no report: the admin API at ${config.admin.host}:${config.admin.port} did not answer, and the store is ${config.store.url || config.store.cluster.length ? 'out of reach' : 'in-memory (the report lives in the running process)'}\n`
+    )
+    process.exit(2)
+  }
+  process.stdout.write(formatReport(report) + '\n')
+  process.exit(0)
+}
