@@ -36,7 +36,8 @@ function compilePattern(pattern: string): RegExp {
 }
 
 function compileRecognise(entry: HistoryEntry, r: Recognise): CompiledRecognise {
-  const literal = r.path.split(/\{|\*/)[0]!.toLowerCase()
+  // The trailing `/` is optional in a match, so it is not part of the filter.
+  const literal = r.path.split(/\{|\*/)[0]!.toLowerCase().replace(/\/$/, '')
   return {
     entry,
     prefix: literal,
@@ -170,7 +171,8 @@ export function decide(
     headers = {}
     if (sec !== null) headers['deprecation'] = `@${sec}`
     if (deprecated.replacement)
-      headers['link'] = `<${deprecated.replacement}>; rel="successor-version"`
+      headers['link'] =
+        `<${successor(deprecated.replacement, request.uuid)}>; rel="successor-version"`
   }
   return { gone: null, headers, breaking }
 }

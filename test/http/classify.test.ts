@@ -146,3 +146,40 @@ rate_limits:
     expect(re.test('/api-gateway/api/v2/dtables/zzz/rows/')).toBe(false)
   })
 })
+
+describe('classify: every API generation keys on its base (SPEC §3, SERVICE.md client paths)', () => {
+  const c = classifier()
+  const cases: [string, string][] = [
+    [`/api-gateway/api/v2/dtables/${U}/rows/`, 'base'],
+    [`/api-gateway/api/v2/dtables/${U}/sql`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/rows/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/batch-append-rows/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/batch-update-rows/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/batch-delete-rows/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/filtered-rows/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/links/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/metadata/`, 'base'],
+    [`/dtable-server/api/v1/dtables/${U}/columns/`, 'base'],
+    [`/dtable-db/api/v1/query/${U}/`, 'base'],
+    [`/dtable-db/api/v1/linked-records/${U}/`, 'base'],
+    [`/dtable-db/api/v1/insert-rows/${U}/`, 'base'],
+    [`/dtable-db/api/v1/base/${U}/links/`, 'base'],
+    [`/api-gateway/api/v1/query/${U}/`, 'base'],
+    [`/api/v2.1/dtables/${U}/related-users/`, 'account'],
+    [`/api/v2.1/dtable-db/query/${U}/`, 'account'],
+    [`/api/v2.1/dtables/${U32.toUpperCase()}/metadata/`, 'account'],
+  ]
+  it.each(cases)('%s is %s, counted per base', (path, cls) => {
+    const r = c.classify('GET', path, '1.2.3.4', NOW)
+    expect(r.cls).toBe(cls)
+    expect(r.key).toBe(`base:${U32}`)
+    expect(r.charges[0]!.key).toBe(`{b:${U32}}:${cls}:60000`)
+  })
+
+  it('the first UUID segment is the base, whatever follows', () => {
+    const other = '11111111-2222-4333-8444-555555555555'
+    expect(c.classify('GET', `/api/v2.1/dtables/${U}/rows/${other}/`, '1.2.3.4', NOW).key).toBe(
+      `base:${U32}`
+    )
+  })
+})
