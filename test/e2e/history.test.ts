@@ -1,0 +1,282 @@
+import { writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runOnce, startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+// SPEC §8 against the real process: a stub upstream that answers /server-info/ as a server of
+// a chosen version (or not at all).
+
+const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
+const U32 = U.replace(/-/g, '')
+const oldRows = `/dtable-server/api/v1/dtables/${U}/rows/`
+const FAST = { BASEGATE_SERVER_INFO_MS: '200', BASEGATE_REPORT_FLUSH_MS: '100' }
+
+/** A server of `version.current` (null: /server-info/ answers 404). */
+function serverOf(up: StubUpstream, version: { current: string | null }) {
+  up.handle((req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? '/').split('?')[0]!
+    if (/^\/server-info\/?$/.test(path)) {
+      if (version.current === null) return res.writeHead(404).end()
+      return res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ version: `${version.current}.1`, edition: 'enterprise edition' }))
+    }
+    req.resume()
+    req.on('end', () =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+    )
+  })
+}
+
+const forwarded = (up: StubUpstream, path: string) =>
+  up.seen.filter((s) => s.url.startsWith(path)).length
+
+describe('a 6.2 server (auto): removed endpoints answered 410, counted like their class', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    serverOf(up, { current: '6.2' })
+    gw = await startGateway(testYaml(up.url, 'rate_limits: { base: 3/min }'), { env: FAST })
+    await gw.waitForLog((l) => l.msg === 'server version known')
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('410 names the endpoint, the version and date, and the replacement; not forwarded', async () => {
+    const r = await send(gw.port, { path: oldRows })
+    expect(r.status).toBe(410)
+    expect(r.headers['content-type']).toBe('application/json')
+    expect(JSON.parse(r.body).error_msg).toBe(
+      `GET ${oldRows} was removed in 5.3 (2025-06-16): The /dtable-server/ API; use /api-gateway/api/v2/dtables/{base_uuid}/...`
+    )
+    expect(forwarded(up, '/dtable-server/')).toBe(0)
+    // Counted like any call of its class: the base window went down, then refuses.
+    expect(r.headers['x-ratelimit-remaining']).toBe('2')
+    await send(gw.port, { path: oldRows })
+    await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
+    expect((await send(gw.port, { path: oldRows })).status).toBe(429)
+    const line = await gw.waitForLog((l) => l.status === 410)
+    expect(line).toMatchObject({
+      outcome: 'gone',
+      removed: 'dtable-server-removed',
+      class: 'base',
+      key: `base:${U32}`,
+    })
+  })
+
+  it("the service's own JS client: a removed call rejected with 410 and the reason", async () => {
+    const require = createRequire(import.meta.url)
+    const DTableWebAPI = require('dtable-web-api').default
+    const api = new DTableWebAPI().init({ server: gw.url, token: 'tok' })
+    const err = await api
+      .getTableAccessTokenByExternalLink('abcdef012345')
+      .catch((e: { response: { status: number; data: unknown } }) => e)
+    expect(err.response.status).toBe(410)
+    expect((err.response.data as { error_msg: string }).error_msg).toMatch(
+      /external-link-tokens\/abcdef012345\/access-token\/ was removed in 6\.1 \(2026-03-19\)/
+    )
+    expect(forwarded(up, '/api/v2.1/external-link-tokens/')).toBe(0)
+  })
+
+  it('/v1/history: every release newest first, with the server version', async () => {
+    const r = await send(gw.adminPort, { path: '/v1/history' })
+    const body = JSON.parse(r.body)
+    expect(body.server_version).toBe('6.2')
+    expect(body.versions[0]).toMatchObject({ version: '6.2', date: '2026-07-21' })
+    expect(body.versions.at(-1)).toMatchObject({ version: '3.5', date: '2023-04-12' })
+    const cfg = JSON.parse((await send(gw.adminPort, { path: '/v1/config' })).body)
+    expect(cfg.server).toEqual({ version: 'auto', in_force: '6.2' })
+    const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+    expect(metrics).toContain('basegate_server_version_info{version="6.2"} 1')
+  })
+})
+
+describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    serverOf(up, { current: '5.2' })
+    gw = await startGateway(testYaml(up.url), { env: FAST })
+    await gw.waitForLog((l) => l.msg === 'server version known')
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('RFC 9745: @ the deprecating release (00:00 UTC), and the successor', async () => {
+    const r = await send(gw.port, {
+      path: `/dtable-db/api/v1/query/${U}/`,
+      method: 'POST',
+      body: '{"sql":"SELECT 1"}',
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(r.status).toBe(200)
+    expect(r.headers.deprecation).toBe(`@${Date.parse('2025-02-25T00:00:00Z') / 1000}`)
+    expect(r.headers.link).toBe(`</api-gateway/api/v2/dtables/${U32}/>; rel="successor-version"`)
+    expect(forwarded(up, '/dtable-db/')).toBe(1)
+    // It breaks at 5.3: the log line says so, and the metric counts it.
+    const line = await gw.waitForLog((l) => l.path === `/dtable-db/api/v1/query/${U}/`)
+    expect(line.api_change).toBe('dtable-db-removed')
+    const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+    expect(metrics).toContain('basegate_api_change_calls_total{entry="dtable-db-removed"} 1')
+  })
+})
+
+describe('version unknown, then known; reload switches it all live', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  const version = { current: null as string | null }
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    serverOf(up, version)
+    gw = await startGateway(testYaml(up.url), { env: FAST })
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('unknown: no 410s and no deprecation headers, one warning; known: 410', async () => {
+    const r = await send(gw.port, { path: oldRows })
+    expect(r.status).toBe(200)
+    expect(r.headers.deprecation).toBeUndefined()
+    await new Promise((res) => setTimeout(res, 600))
+    expect(
+      gw.logs.filter((l) => l.msg?.toString().startsWith('server version unknown'))
+    ).toHaveLength(1)
+    version.current = '6.2'
+    await gw.waitForLog((l) => l.msg === 'server version known' && l.server_version === '6.2')
+    expect((await send(gw.port, { path: oldRows })).status).toBe(410)
+  })
+
+  it('a reload to history.removed: pass forwards removed endpoints; server.version fixed beats auto', async () => {
+    writeFileSync(gw.configFile, testYaml(up.url, 'history: { removed: pass }'))
+    gw.proc.kill('SIGHUP')
+    await gw.waitForLog((l) => l.msg === 'configuration reloaded')
+    expect((await send(gw.port, { path: oldRows })).status).toBe(200)
+    writeFileSync(gw.configFile, testYaml(up.url, 'server: { version: "5.2" }'))
+    gw.proc.kill('SIGHUP')
+    await gw.waitForLog(
+      (l) =>
+        l.msg === 'configuration reloaded' &&
+        gw.logs.filter((x) => x.msg === 'configuration reloaded').length >= 2
+    )
+    const r = await send(gw.port, { path: oldRows })
+    expect(r.status).toBe(200)
+    expect(r.headers.deprecation).toBeDefined()
+  })
+})
+
+describe('the upgrade report, shared by two instances on one Redis', () => {
+  let redis: TestRedis
+  let up: StubUpstream
+  const gws: GatewayProcess[] = []
+  beforeAll(async () => {
+    redis = await startRedis()
+    up = await startStubUpstream()
+    serverOf(up, { current: '5.1' })
+    const yaml = testYaml(up.url, `store: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }`)
+    for (let i = 0; i < 2; i++) gws.push(await startGateway(yaml, { env: FAST }))
+    await Promise.all(gws.map((g) => g.waitForLog((l) => l.msg === 'server version known')))
+  })
+  afterAll(async () => {
+    await Promise.all(gws.map((g) => g.stop()))
+    await up?.close()
+    await redis?.stop()
+  })
+
+  it('counts per entry and key across instances; /v1/upgrade-report and the CLI agree', async () => {
+    const [a, b] = gws as [GatewayProcess, GatewayProcess]
+    for (let i = 0; i < 3; i++) await send(a.port, { path: oldRows })
+    for (let i = 0; i < 2; i++) await send(b.port, { path: oldRows, headers: {} })
+    await send(b.port, {
+      path: `/api/v1/dtables/${U}/archive-view/`,
+      method: 'POST',
+      body: '{"sql":"select * from t"}',
+      headers: { 'content-type': 'application/json' },
+    })
+    await send(b.port, {
+      path: `/api/v1/dtables/${U}/archive-view/`,
+      method: 'POST',
+      body: '{"view_name":"V"}',
+      headers: { 'content-type': 'application/json' },
+    })
+    await new Promise((r) => setTimeout(r, 400)) // b's batch is written
+    const r = JSON.parse((await send(a.adminPort, { path: '/v1/upgrade-report?to=6.2' })).body)
+    expect(r.from).toBe('5.1')
+    expect(r.to).toBe('6.2')
+    const byId = Object.fromEntries(r.entries.map((e: { id: string }) => [e.id, e]))
+    expect(byId['dtable-server-removed']).toMatchObject({
+      version: '5.3',
+      date: '2025-06-16',
+      calls: 5,
+      top_keys: [{ key: `base:${U32}`, calls: 5 }],
+    })
+    expect(byId['archive-view-raw-sql']).toMatchObject({ version: '6.0', calls: 1 })
+    expect(byId['external-link-access-token-removed']).toMatchObject({ calls: 0, last_seen: null })
+    expect(r.entries[0].id).toBe('dtable-server-removed') // busiest first
+    expect(r.entries.some((e: { id: string }) => e.id === 'share-link-access-token-removed')).toBe(
+      false
+    ) // 4.0: before 5.1
+
+    const cli = await runOnce(['upgrade-report', '--to', '6.2', '--config', a.configFile])
+    expect(cli.code).toBe(0)
+    expect(cli.stdout).toContain('Upgrade 5.1 → 6.2')
+    expect(cli.stdout).toMatch(/5\.3\s+2025-06-16\s+dtable-server-removed\s+5\s/)
+    expect(cli.stdout).toContain('→ use /api-gateway/api/v2/dtables/{base_uuid}/...')
+  })
+
+  it('the CLI reads the shared store when no instance answers', async () => {
+    const cfg = testYaml(
+      up.url,
+      `admin: { host: 127.0.0.1, port: 1 }\nstore: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }\nserver: { version: "5.1" }`
+    )
+    const file = `${gws[0]!.configFile}.cli.yaml`
+    writeFileSync(file, cfg.replace('admin: { host: 127.0.0.1, port: 0 }\n', ''))
+    const cli = await runOnce(['upgrade-report', '--to', '6.0', '--config', file])
+    expect(cli.stderr).toBe('')
+    expect(cli.stdout).toMatch(/dtable-server-removed\s+5\s/)
+    expect(cli.stdout).not.toContain('external-link-access-token-removed')
+  })
+})
+
+describe("the service's own JS client against a 5.1 server", () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    serverOf(up, { current: '5.1' })
+    gw = await startGateway(testYaml(up.url), { env: FAST })
+    await gw.waitForLog((l) => l.msg === 'server version known')
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('its base-scoped calls are counted per base (querySql, getDTableMetadata)', async () => {
+    const require = createRequire(import.meta.url)
+    const DTableWebAPI = require('dtable-web-api').default
+    const api = new DTableWebAPI().init({ server: gw.url, token: 'tok' })
+    await api.querySql(U, 'SELECT * FROM Table1 LIMIT 10')
+    await api.getDTableMetadata(U)
+    // 4.0 removed this one long before 5.1: answered 410.
+    const gone = await api
+      .getTableAccessTokenByShareLink('tok')
+      .catch((e: { response: { status: number } }) => e)
+    expect(gone.response.status).toBe(410)
+    const usage = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${U}` })).body)
+    const account = usage.windows.find((w: { class: string }) => w.class === 'account')
+    expect(account.used).toBe(2)
+    expect(up.seen.filter((s) => s.url.includes(U)).length).toBe(2)
+  })
+})
