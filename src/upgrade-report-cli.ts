@@ -81,7 +81,7 @@ async function fromStore(
   }
 }
 
-/** A table a terminal reads: one row per entry, busiest first. */
+/** A table a terminal reads: one row per entry, busiest first, then what to change and who calls it. */
 export function formatReport(r: Report): string {
   const lines = [
     `Upgrade ${r.from ?? '(unknown version)'} → ${r.to}: calls of the last 35 days that the upgrade breaks`,
@@ -93,12 +93,8 @@ export function formatReport(r: Report): string {
     e.id,
     String(e.calls),
     e.last_seen ? e.last_seen.slice(0, 16).replace('T', ' ') : '-',
-    e.top_keys
-      .slice(0, 3)
-      .map((k) => `${k.key} (${k.calls})`)
-      .join(', ') || '-',
   ])
-  const head = ['version', 'date', 'entry', 'calls', 'last seen (UTC)', 'busiest keys']
+  const head = ['version', 'date', 'entry', 'calls', 'last seen (UTC)']
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)))
   const fmt = (row: string[]) =>
     row
@@ -108,10 +104,11 @@ export function formatReport(r: Report): string {
   lines.push(fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt))
   if (r.entries.length === 0)
     lines.push('(nothing in the change history breaks between these versions)')
-  const withFix = r.entries.filter((e) => e.calls > 0)
-  if (withFix.length > 0) lines.push('')
-  for (const e of withFix)
-    lines.push(`${e.id}: ${e.what}${e.replacement ? ` → use ${e.replacement}` : ''}`)
+  for (const e of r.entries.filter((x) => x.calls > 0)) {
+    lines.push('', `${e.id}: ${e.what}${e.replacement ? ` → use ${e.replacement}` : ''}`)
+    for (const k of e.top_keys.slice(0, 5))
+      lines.push(`  ${String(k.calls).padStart(widths[3]!)}  ${k.key}`)
+  }
   return lines.join('\n')
 }
 

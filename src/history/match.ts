@@ -55,7 +55,8 @@ export interface Match {
 }
 
 function hasQueryParam(query: string, names: readonly string[]): boolean {
-  if (query.length < 2) return false
+  // Cheap first: most queries do not even contain the names.
+  if (query.length < 2 || !names.some((n) => query.includes(n))) return false
   const params = new URLSearchParams(query.slice(1))
   return names.some((n) => params.has(n))
 }
