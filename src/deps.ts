@@ -80,6 +80,9 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
       prefix: s.prefix,
       cluster: kind === 'cluster',
       timeoutMs: s.timeoutMs,
+      // A diagnostic switch, not a setting: the caller's clock reproduces the behaviour before
+      // issue #11 (each instance bucketing on its own clock), for the tests that prove the fix.
+      clock: process.env.BASEGATE_STORE_CLOCK === 'caller' ? 'caller' : 'store',
     }),
     {
       onError: s.onError,

@@ -173,6 +173,8 @@ export interface Decision {
   windows: WindowState[]
   /** The clock the decision's times are on (the store's, for Redis), for retry-after. */
   nowMs: number
+  /** Redis: when the script ran, on the store's clock (the request line's `store_ms`). */
+  storeMs?: number
 }
 
 /** What the classifier makes of one request. */

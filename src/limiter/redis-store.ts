@@ -186,15 +186,16 @@ export class RedisStore implements LimiterStore {
     } catch (err) {
       throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
     }
-    const storeNow = raw[1]!
+    const decisionNow = raw[1]!
+    const storeNow = raw[2]!
     this.learnOffset(storeNow, sentMs)
     if (raw[0] === -1) throw new StoreError('redis: the call reached the store after its deadline')
     const windows = new Array(n)
     for (let i = 0; i < n; i++) {
-      const o = 2 + 4 * i
-      windows[i] = toWindowState(raw[o]!, raw[o + 1]!, raw[o + 2]!, storeNow, raw[o + 3]!)
+      const o = 3 + 4 * i
+      windows[i] = toWindowState(raw[o]!, raw[o + 1]!, raw[o + 2]!, decisionNow, raw[o + 3]!)
     }
-    return { allowed: raw[0] === 1, windows, nowMs: storeNow }
+    return { allowed: raw[0] === 1, windows, nowMs: decisionNow, storeMs: storeNow }
   }
 
   async ready(): Promise<boolean> {
@@ -232,7 +233,7 @@ function merge(n: number, groups: number[][], parts: Decision[]): Decision {
     if (!part.allowed) allowed = false
     groups[g]!.forEach((i, j) => (windows[i] = part.windows[j]))
   }
-  return { allowed, windows, nowMs: parts[0]?.nowMs ?? Date.now() }
+  return { allowed, windows, nowMs: parts[0]?.nowMs ?? Date.now(), storeMs: parts[0]?.storeMs }
 }
 
 function pick(charges: readonly Charge[], indexes: readonly number[]): Charge[] {

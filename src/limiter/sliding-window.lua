@@ -33,17 +33,17 @@
 -- ARGV[10 + 5(i-1)]    window i: 1 when it is a dry-run rule (never refuses; not charged when
 --                     over, so its count shows what enforcing it would admit), else 0
 --
--- Returns { allowed, now, used_1, resetAt_1, retryAt_1, limit_1, used_2, ... }: allowed is
--- 1, 0, or -1 for a deadline passed; now is the store's clock (ms); used includes this call
+-- Returns { allowed, now, storeNow, used_1, resetAt_1, retryAt_1, limit_1, used_2, ... }:
+-- allowed is 1, 0, or -1 for a deadline passed; now is the clock the times are on (the
+-- store's, unless the caller gave its own); storeNow is the store's clock; used includes this call
 -- when it was charged; resetAt is when the oldest counted call leaves (calendar: the end);
 -- retryAt (windows over their limit only, else 0) is when a call would fit again; limit is
 -- the limit applied.
 
+local t = redis.call('TIME')
+local storeNow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = tonumber(ARGV[5])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+if now == 0 then now = storeNow end
 local buckets = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local peek = ARGV[3] == '1'
@@ -53,8 +53,8 @@ local n = (#ARGV - 5) / 5
 
 if force and at > 0 then
   now = at
-elseif at > 0 and now > at and not peek then
-  return { -1, now }
+elseif at > 0 and storeNow > at and not peek then
+  return { -1, now, storeNow }
 end
 
 local used = {}
@@ -171,7 +171,7 @@ if allowed == 1 and not peek then
   end
 end
 
-local out = { allowed, now }
+local out = { allowed, now, storeNow }
 for i = 1, n do
   out[#out + 1] = used[i]
   out[#out + 1] = resetAt[i]

@@ -104,6 +104,7 @@ export function createFinisher(deps: {
       quota: m?.quota,
       status,
       outcome: o.kind,
+      store_ms: adm?.decision?.storeMs,
       duration_ms: round2(performance.now() - f.startedMs),
       ...outcomeFields(o),
       ...dryRunFields(f.dryRun),

@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Agent, request } from 'undici'
+import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+// Issue #11 (finding 2): over-admission across instances. Three instances on one Redis, a
+// base at 20/s, 150 calls in flight for a few seconds: every admission's time on the store's
+// clock (the request line's store_ms) is recorded, and no 1,000 ms window may hold more than
+// 20 of them. With each instance bucketing on its own clock (BASEGATE_STORE_CLOCK=caller, the
+// behaviour before the fix) the same run admits more than the limit; see the issue note.
+
+const LIMIT = 20
+const U = 'cccccccc-0d3b-4c59-9a51-3e2d7c8b9a10'
+
+/** The most admissions inside any window of `ms` (sorted times). */
+export function busiestWindow(times: number[], ms: number): number {
+  const t = [...times].sort((a, b) => a - b)
+  let best = 0
+  let lo = 0
+  for (let hi = 0; hi < t.length; hi++) {
+    while (t[hi]! - t[lo]! >= ms) lo++
+    best = Math.max(best, hi - lo + 1)
+  }
+  return best
+}
+
+export async function hammer(
+  gws: GatewayProcess[],
+  seconds: number,
+  inFlight: number
+): Promise<number[]> {
+  const agent = new Agent({ connections: inFlight })
+  const deadline = Date.now() + seconds * 1000
+  let n = 0
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (Date.now() < deadline && n < 200_000) {
+        const g = gws[n++ % gws.length]!
+        const r = await request(`${g.url}/api-gateway/api/v2/dtables/${U}/rows/`, {
+          dispatcher: agent,
+        })
+        await r.body.dump()
+      }
+    })
+  )
+  await agent.close()
+  await new Promise((r) => setTimeout(r, 300)) // the last log lines
+  return gws.flatMap((g) =>
+    g.logs
+      .filter((l) => l.status === 200 && typeof l.store_ms === 'number')
+      .map((l) => l.store_ms as number)
+  )
+}
+
+describe("three instances, one Redis: the bound holds on the store's clock (issue #11)", () => {
+  let redis: TestRedis
+  let up: StubUpstream
+  const gws: GatewayProcess[] = []
+
+  beforeAll(async () => {
+    redis = await startRedis()
+    up = await startStubUpstream()
+    const yaml = testYaml(
+      up.url,
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}clock:", timeout_ms: 2000 }\nrate_limits: { base: ${LIMIT}/s }`
+    )
+    const env = process.env.BASEGATE_STORE_CLOCK
+      ? { BASEGATE_STORE_CLOCK: process.env.BASEGATE_STORE_CLOCK }
+      : {}
+    for (let i = 0; i < 3; i++)
+      gws.push(await startGateway(yaml, { env: { ...env, LOG_LEVEL: 'info' } }))
+  })
+  afterAll(async () => {
+    await Promise.all(gws.map((g) => g.stop()))
+    await up?.close()
+    await redis?.stop()
+  })
+
+  it('no 1,000 ms of store time holds more than the limit, under 150 calls in flight', async () => {
+    const times = await hammer(gws, 8, 150)
+    expect(times.length).toBeGreaterThan(3 * LIMIT) // the run spanned several windows
+    expect(busiestWindow(times, 1000)).toBeLessThanOrEqual(LIMIT)
+  }, 40_000)
+})
