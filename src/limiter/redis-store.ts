@@ -154,15 +154,14 @@ export class RedisStore implements LimiterStore {
     const keys: string[] = new Array(n)
     const sentMs = Date.now()
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
-    // script compares this deadline with its own clock. Twice the timeout: the client's timer
-    // starts when the command is written (a tick or more after sentMs on a busy loop), and a
-    // late script must never refuse a call the client is still waiting for.
+    // script compares this deadline with its own clock. The client's timer starts when the
+    // command is written, a little after sentMs, so the script gives up no later than it.
     // A refund names the store time of the charge it takes back, so it hits the same bucket.
     const at =
       mode === Mode.Force
         ? refundAtMs
         : this.opts.clock !== 'caller' && this.offsetKnown && this.opts.timeoutMs
-          ? this.storeNowMs(sentMs) + 2 * this.opts.timeoutMs
+          ? this.storeNowMs(sentMs) + this.opts.timeoutMs
           : 0
     const callerNow = this.opts.clock === 'caller' ? nowMs : 0
     const argv: (string | number)[] = [BUCKETS_PER_WINDOW, cost, mode, at, callerNow]

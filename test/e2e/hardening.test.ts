@@ -1,0 +1,207 @@
+import { spawnSync } from 'node:child_process'
+import { connect } from 'node:net'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, testYaml } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { useStubUpstream } from '../helpers/stub-upstream.js'
+
+// Issue #11: one test per finding, named after it (the rest live beside the code they test:
+// the breaker in test/limiter, reload guards in test/config, admin validation in test/admin,
+// token masking and duplicate Host in test/app, the store clock in store-clock.test.ts).
+
+const up = useStubUpstream()
+const U = 'dddddddd-0d3b-4c59-9a51-3e2d7c8b9a10'
+const rows = `/api-gateway/api/v2/dtables/${U}/rows/`
+const sql = `/api-gateway/api/v2/dtables/${U}/sql/`
+
+function redisPid(port: number): number {
+  const out = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'server'], {
+    encoding: 'utf8',
+  }).stdout
+  return Number(/process_id:(\d+)/.exec(out)![1])
+}
+
+/** Raw bytes on a socket, the answer's text (the socket is left to close). */
+function raw(port: number, text: string, waitMs = 1500): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1', () => s.write(text))
+    let got = ''
+    s.on('data', (d) => (got += d))
+    s.on('error', () => {})
+    const done = () => resolve(got)
+    s.on('close', done)
+    setTimeout(() => {
+      s.destroy()
+      done()
+    }, waitMs)
+  })
+}
+
+describe('finding 1: an Upgrade header does not switch the size checks off', () => {
+  it('GET rows?limit=50000 with Upgrade: websocket, h2c or any token → 400, never forwarded', async () => {
+    const gw = await startGateway(testYaml(up.url))
+    try {
+      const toRows = () => up.seen.filter((s) => s.url.startsWith(rows)).length
+      for (const token of ['websocket', 'h2c', 'foo']) {
+        const before = toRows()
+        const answer = await raw(
+          gw.port,
+          `GET ${rows}?limit=50000 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: ${token}\r\n\r\n`
+        )
+        expect(answer.startsWith('HTTP/1.1 400'), token).toBe(true)
+        expect(toRows()).toBe(before)
+      }
+      const body = '{"sql":"SELECT * FROM T LIMIT 50000"}'
+      const answer = await raw(
+        gw.port,
+        `POST ${sql} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+      )
+      expect(answer.startsWith('HTTP/1.1 400')).toBe(true)
+      expect(up.seen.some((s) => s.url.startsWith(sql))).toBe(false)
+    } finally {
+      await gw.stop()
+    }
+  })
+})
+
+describe('findings 3, 6, 12: the store', () => {
+  let redis: TestRedis
+  beforeAll(async () => {
+    redis = await startRedis({ own: true })
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+
+  it('finding 3: a fresh instance under a burst answers from Redis, not from the fallback', async () => {
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${redis.url}", prefix: "${redis.prefix}f3:", timeout_ms: 100 }\nrate_limits: { base: 20/s }`
+      )
+    )
+    try {
+      const statuses = await Promise.all(
+        Array.from({ length: 60 }, () =>
+          send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` }).then(
+            (r) => r.status
+          )
+        )
+      )
+      expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(20)
+      const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+      expect(metrics).toMatch(/basegate_store_fallback_decisions_total 0/)
+    } finally {
+      await gw.stop()
+    }
+  })
+
+  it('finding 6: on_error closed never charges a call it answered 503, when Redis resumes', async () => {
+    const prefix = `${redis.prefix}f6:`
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${redis.url}", prefix: "${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: 100/min }`
+      )
+    )
+    const pid = redisPid(redis.port)
+    try {
+      expect((await send(gw.port, { path: rows })).status).toBe(200)
+      process.kill(pid, 'SIGSTOP')
+      const statuses: number[] = []
+      for (let i = 0; i < 12; i++) statuses.push((await send(gw.port, { path: rows })).status)
+      expect(statuses).toEqual(Array(12).fill(503))
+      process.kill(pid, 'SIGCONT')
+      await new Promise((r) => setTimeout(r, 1500))
+      const usage = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${U}` })).body)
+      expect(usage.windows.find((w: { class: string }) => w.class === 'base').used).toBe(1)
+    } finally {
+      process.kill(pid, 'SIGCONT')
+      await gw.stop()
+    }
+  }, 20_000)
+
+  it('finding 12: while Redis is down a call takes at most one store.timeout_ms (none once it is known down)', async () => {
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${redis.url}", prefix: "${redis.prefix}f12:", timeout_ms: 150, on_error: open }`
+      )
+    )
+    const pid = redisPid(redis.port)
+    try {
+      await send(gw.port, { path: rows })
+      process.kill(pid, 'SIGSTOP')
+      const times: number[] = []
+      for (let i = 0; i < 10; i++) {
+        const t0 = performance.now()
+        expect((await send(gw.port, { path: rows })).status).toBe(200)
+        times.push(performance.now() - t0)
+      }
+      // The first three wait out their timeout; then the breaker holds Redis for down.
+      expect(Math.max(...times.slice(0, 3))).toBeLessThan(150 * 1.9)
+      expect(Math.max(...times.slice(3))).toBeLessThan(100)
+    } finally {
+      process.kill(pid, 'SIGCONT')
+      await gw.stop()
+    }
+  }, 20_000)
+
+  it('finding 6 (script): a call that reaches Redis after its deadline is neither admitted nor charged', async () => {
+    const { RedisStore } = await import('../../src/limiter/redis-store.js')
+    const client = new Redis(redis.url)
+    try {
+      const prefix = `${redis.prefix}dl:`
+      const store = new RedisStore(client, { prefix, timeoutMs: 50 })
+      const c = {
+        kind: 'class' as const,
+        key: 'k',
+        limit: 5,
+        windowMs: 60_000,
+        cls: 'base' as const,
+      }
+      await store.consume([c], Date.now()) // learns the store's clock
+      // Force a deadline in the past, as a call that sat in a queue for seconds would carry.
+      ;(store as unknown as { offsetMs: number }).offsetMs -= 10_000
+      await expect(store.consume([c], Date.now())).rejects.toThrow(/deadline/)
+      ;(store as unknown as { offsetMs: number }).offsetMs += 10_000
+      expect((await store.peek([c], Date.now())).windows[0]!.used).toBe(1)
+    } finally {
+      client.disconnect()
+    }
+  })
+})
+
+describe('findings 7, 10: logs', () => {
+  it('finding 7: upstream URL credentials reach neither the log nor /v1/config', async () => {
+    const url = up.url.replace('http://', 'http://svc:hunter2@')
+    const gw = await startGateway(testYaml(url))
+    try {
+      const cfg = (await send(gw.adminPort, { path: '/v1/config' })).body
+      expect(cfg).not.toContain('hunter2')
+      expect(JSON.stringify(gw.logs)).not.toContain('hunter2')
+      expect(gw.logs.find((l) => l.msg === 'listening')?.upstream).toBeDefined()
+    } finally {
+      await gw.stop()
+    }
+  })
+
+  it('finding 10: an aborted upload on a checked endpoint is one request line, outcome client_aborted', async () => {
+    const gw = await startGateway(testYaml(up.url))
+    try {
+      await raw(
+        gw.port,
+        `POST ${rows} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"rows":[{},{}`,
+        300
+      )
+      const line = await gw.waitForLog((l) => l.method === 'POST' && l.path === rows, 5000)
+      expect(line.outcome).toBe('client_aborted')
+      const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+      expect(metrics).toMatch(/basegate_requests_total\{class="base",outcome="client_aborted"\} 1/)
+    } finally {
+      await gw.stop()
+    }
+  })
+})
