@@ -1,12 +1,19 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { formatProblems, loadConfigFile } from './config/load.js'
-import { applyOverrides, parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
+import {
+  applyOverrides,
+  checkApplied,
+  parseFlagOverrides,
+  type FlagOverrides,
+} from './config/overrides.js'
 import type { ConfigProblem } from './types.js'
 import { runUpgradeReport } from './upgrade-report-cli.js'
+import { runDemoUpstream } from './demo-upstream.js'
 
 const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]
        basegate upgrade-report --to VERSION [--from VERSION] [--config FILE]
+       basegate demo-upstream [--port 8000]
        basegate --version
   check           validate the configuration (with the flags and environment applied), print
                   every problem, exit 0 (valid) or 2
@@ -15,6 +22,7 @@ const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream UR
   --upstream URL  the service's server (beats upstream.url)
   --redis URL     redis:// or rediss:// store (beats store.url)
   --version       print basegate's version
+  demo-upstream   a stand-in server with SeaTable-shaped answers, for a first try
   upgrade-report  the calls of the last 35 days that upgrading the server to --to would break
                   (from the running instance's admin API, else the shared store)`
 
@@ -38,15 +46,7 @@ export function version(): string {
 async function check(cli: Cli): Promise<never> {
   const loaded = await loadConfigFile(cli.file)
   const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
-  if (loaded.ok && problems.length === 0) {
-    const c = applyOverrides(loaded.config, cli.flags)
-    if (c.admin.port !== 0 && c.admin.port === c.listen.port) {
-      problems.push({
-        field: 'admin.port',
-        message: `${c.admin.port} is the proxy's port (--port); the admin listener needs its own`,
-      })
-    }
-  }
+  if (loaded.ok) problems.push(...checkApplied(applyOverrides(loaded.config, cli.flags)))
   if (problems.length === 0) {
     process.stdout.write(`${cli.file}: valid\n`)
     process.exit(0)
@@ -88,6 +88,10 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
     return null
   }
   const command = parsed.positionals[0]
+  if (command === 'demo-upstream') {
+    runDemoUpstream(args.port === undefined ? 8000 : Number(args.port))
+    return null
+  }
   if (command !== undefined && command !== 'check' && command !== 'upgrade-report') {
     process.stderr.write(`unknown command ${JSON.stringify(command)}\n${USAGE}\n`)
     process.exit(2)

@@ -42,6 +42,8 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     // (issue #11). Boot waits for the connection before it takes traffic.
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
+    // Reconnect within half a second of Redis coming back (ioredis backs off to 2 s).
+    retryStrategy: (times: number) => Math.min(times * 50, 500),
     // Requests arriving in the same tick share one write to Redis.
     enableAutoPipelining: true,
   }

@@ -2,13 +2,15 @@
 import { createAdaptorServer } from '@hono/node-server'
 import { watch, type FSWatcher } from 'node:fs'
 import { createServer, type Server } from 'node:http'
+import { request } from 'undici'
 import type { AddressInfo } from 'node:net'
 import { basename, dirname } from 'node:path'
 import { createAdminApp } from './admin/routes.js'
 import { createGateway, type Gateway } from './app.js'
-import { parseCli, type Cli } from './cli.js'
+import { parseCli, version, type Cli } from './cli.js'
 import { ConfigHolder } from './config/holder.js'
 import { formatProblems, loadConfigFile } from './config/load.js'
+import { applyOverrides, checkApplied } from './config/overrides.js'
 import { maskUrl } from './admin/mask.js'
 import { createStore, type Stores } from './deps.js'
 import { createForwarder, type Forwarder } from './http/proxy.js'
@@ -111,13 +113,16 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
 
 async function boot(cli: Cli): Promise<Instance> {
   const loaded = await loadConfigFile(cli.file)
-  const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
+  const problems = [
+    ...cli.problems,
+    ...(loaded.ok ? checkApplied(applyOverrides(loaded.config, cli.flags)) : loaded.problems),
+  ]
   if (!loaded.ok || problems.length > 0) {
     process.stderr.write(formatProblems(problems) + '\n')
     process.exit(2)
   }
   const logger = createLogger()
-  const metrics = new Metrics()
+  const metrics = new Metrics({ version: version() })
   const summary = new UsageSummary()
   const holder = new ConfigHolder(cli.file, loaded.config, cli.flags)
   const config = holder.current.config
@@ -159,6 +164,7 @@ async function boot(cli: Cli): Promise<Instance> {
     draining: false,
     reload: async (source) => {
       const r = await holder.reload()
+      metrics.countReload(r.ok)
       if (!r.ok) {
         const problems = r.problems.map((p) => `${p.field}: ${p.message}`)
         logger.error(
@@ -199,6 +205,24 @@ async function boot(cli: Cli): Promise<Instance> {
   serverVersion.start()
   recorder.start()
   return instance
+}
+
+/** The first screen must not hide a missing server: say so once at start (issue #12). */
+async function probeUpstream(i: Instance): Promise<void> {
+  const url = i.holder.current.config.upstream.url
+  try {
+    const r = await request(`${url.replace(/\/+$/, '')}/server-info/`, {
+      headersTimeout: 3000,
+      bodyTimeout: 3000,
+    })
+    await r.body.dump()
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? (err as Error).name
+    i.logger.warn(
+      { upstream: maskUrl(url), error: code },
+      'the upstream does not answer: calls will get 502 until it does (set upstream.url, BASEGATE_UPSTREAM or --upstream; `npx basegate demo-upstream` serves a stand-in)'
+    )
+  }
 }
 
 async function listenAll(i: Instance): Promise<void> {
@@ -319,6 +343,7 @@ async function main(): Promise<void> {
   if (cli === null) return
   const instance = await boot(cli)
   await listenAll(instance)
+  void probeUpstream(instance)
   const watcher = watchConfig(instance)
   const summaryTimer = startSummary(instance)
   onSignals(instance, () => {

@@ -10,7 +10,8 @@ import type {
   SizeLimits,
 } from '../types.js'
 import { parseRate } from './rate.js'
-import { DEFAULT_EXEMPT, DEFAULT_PLANS, PRESETS } from './presets.js'
+import { DEFAULTS as D } from './defaults.js'
+import { DEFAULT_PLANS, PRESETS } from './presets.js'
 import type { LimitsFile } from './schema.js'
 import { parseUuid } from '../http/base-uuid.js'
 import { parseVersion } from '../history/version.js'
@@ -73,9 +74,9 @@ function uuids(problems: ConfigProblem[], field: string, list: readonly string[]
 }
 
 function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'] {
-  const url = file.store?.url ?? ''
+  const url = file.store?.url ?? D.store.url
   if (url !== '') checkUrl(problems, 'store.url', url, ['redis:', 'rediss:'])
-  const cluster = file.store?.cluster ?? []
+  const cluster = file.store?.cluster ?? D.store.cluster
   cluster.forEach((u, i) => checkUrl(problems, `store.cluster[${i}]`, u, ['redis:', 'rediss:']))
   if (url !== '' && cluster.length > 0) {
     problems.push({ field: 'store', message: 'set either url or cluster, not both' })
@@ -83,9 +84,9 @@ function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'
   return {
     url,
     cluster,
-    prefix: file.store?.prefix ?? 'basegate:',
-    timeoutMs: file.store?.timeout_ms ?? 100,
-    onError: file.store?.on_error ?? 'open',
+    prefix: file.store?.prefix ?? D.store.prefix,
+    timeoutMs: file.store?.timeout_ms ?? D.store.timeout_ms,
+    onError: file.store?.on_error ?? D.store.on_error,
   }
 }
 
@@ -124,8 +125,8 @@ function buildListeners(
   problems: ConfigProblem[],
   file: LimitsFile
 ): Pick<Config, 'listen' | 'admin'> {
-  const adminHost = file.admin?.host ?? '127.0.0.1'
-  const adminToken = file.admin?.token ?? ''
+  const adminHost = file.admin?.host ?? D.admin.host
+  const adminToken = file.admin?.token ?? D.admin.token
   if (adminToken === '' && !isLoopback(adminHost)) {
     // SPEC §7: without a token the admin listener binds only to loopback.
     problems.push({
@@ -133,8 +134,8 @@ function buildListeners(
       message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there`,
     })
   }
-  const listenPort = file.listen?.port ?? 8080
-  const adminPort = file.admin?.port ?? 9090
+  const listenPort = file.listen?.port ?? D.listen.port
+  const adminPort = file.admin?.port ?? D.admin.port
   if (adminPort !== 0 && adminPort === listenPort) {
     // SPEC §7: the admin listener is never the proxy port.
     problems.push({
@@ -144,10 +145,10 @@ function buildListeners(
   }
   return {
     listen: {
-      host: file.listen?.host ?? '0.0.0.0',
+      host: file.listen?.host ?? D.listen.host,
       port: listenPort,
-      headersTimeoutMs: file.listen?.headers_timeout_ms ?? 20_000,
-      requestTimeoutMs: file.listen?.request_timeout_ms ?? 300_000,
+      headersTimeoutMs: file.listen?.headers_timeout_ms ?? D.listen.headers_timeout_ms,
+      requestTimeoutMs: file.listen?.request_timeout_ms ?? D.listen.request_timeout_ms,
     },
     admin: { host: adminHost, port: adminPort, token: adminToken },
   }
@@ -158,7 +159,7 @@ function buildMonthly(
   file: LimitsFile,
   deployment: Deployment
 ): MonthlyConfig {
-  const timezone = file.monthly?.timezone ?? 'UTC'
+  const timezone = file.monthly?.timezone ?? D.monthly.timezone
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone })
   } catch {
@@ -194,24 +195,24 @@ function buildMonthly(
 function buildSizeLimits(file: LimitsFile): SizeLimits {
   const sl = file.size_limits ?? {}
   return {
-    listRows: sl.list_rows ?? 1000,
-    appendRows: sl.append_rows ?? 1000,
-    updateRows: sl.update_rows ?? 1000,
-    deleteRows: sl.delete_rows ?? 10000,
-    sqlList: sl.sql_list ?? 10000,
-    maxBodyBytes: sl.max_body_bytes ?? 16_777_216,
+    listRows: sl.list_rows ?? D.size_limits.list_rows,
+    appendRows: sl.append_rows ?? D.size_limits.append_rows,
+    updateRows: sl.update_rows ?? D.size_limits.update_rows,
+    deleteRows: sl.delete_rows ?? D.size_limits.delete_rows,
+    sqlList: sl.sql_list ?? D.size_limits.sql_list,
+    maxBodyBytes: sl.max_body_bytes ?? D.size_limits.max_body_bytes,
   }
 }
 
 /** Cross-field checks and preset merging: a valid document becomes a Config, or problems. */
 export function buildConfig(file: LimitsFile): { config?: Config; problems: ConfigProblem[] } {
   const problems: ConfigProblem[] = []
-  const deployment = file.deployment ?? 'self-hosted'
+  const deployment = file.deployment ?? D.deployment
   const preset = PRESETS[deployment]
   const rl = file.rate_limits ?? {}
-  const upstreamUrl = file.upstream?.url ?? 'http://127.0.0.1:8000'
+  const upstreamUrl = file.upstream?.url ?? D.upstream.url
   checkUrl(problems, 'upstream.url', upstreamUrl, ['http:', 'https:'])
-  const trusted = file.client_ip?.trusted_proxies ?? []
+  const trusted = file.client_ip?.trusted_proxies ?? D.client_ip.trusted_proxies
   checkCidrs(problems, 'client_ip.trusted_proxies', trusted)
   const allowClients = file.allow?.clients ?? []
   checkCidrs(problems, 'allow.clients', allowClients)
@@ -219,27 +220,30 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   const config: Config = {
     deployment,
     ...buildListeners(problems, file),
-    upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? 60_000 },
+    upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? D.upstream.timeout_ms },
     store: buildStore(problems, file),
-    clientIp: { trustedProxies: trusted, ipv6Prefix: file.client_ip?.ipv6_prefix ?? 64 },
+    clientIp: {
+      trustedProxies: trusted,
+      ipv6Prefix: file.client_ip?.ipv6_prefix ?? D.client_ip.ipv6_prefix,
+    },
     rateLimits: {
       account: rates(rl.account ?? preset.account),
       base: rates(rl.base ?? preset.base),
       authToken: rates(rl.auth_token ?? preset.auth_token),
       other: rates(rl.other ?? preset.other),
       rules: buildRules(problems, file),
-      ipCeiling: rates(rl.ip_ceiling ?? 'unlimited'),
+      ipCeiling: rates(rl.ip_ceiling ?? D.rate_limits.ip_ceiling),
     },
-    headers: file.headers ?? 'gateway',
-    mode: file.mode ?? 'enforce',
-    exempt: file.exempt ?? DEFAULT_EXEMPT,
+    headers: file.headers ?? D.headers,
+    mode: file.mode ?? D.mode,
+    exempt: file.exempt ?? D.exempt,
     allow: { clients: allowClients, bases: allowBases },
     sizeLimits: buildSizeLimits(file),
     monthly: buildMonthly(problems, file, deployment),
-    server: { version: parseVersion(file.server?.version ?? 'auto') ?? 'auto' },
+    server: { version: parseVersion(file.server?.version ?? D.server.version) ?? 'auto' },
     history: {
-      removed: file.history?.removed ?? 'gone',
-      deprecationHeaders: file.history?.deprecation_headers ?? true,
+      removed: file.history?.removed ?? D.history.removed,
+      deprecationHeaders: file.history?.deprecation_headers ?? D.history.deprecation_headers,
     },
   }
   return problems.length > 0 ? { problems } : { config, problems }

@@ -83,21 +83,99 @@ function issueToProblems(issue: $ZodIssue, base: readonly PropertyKey[] = []): C
           message: `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe((issue as { input?: unknown }).input)}`,
         },
       ]
+    case 'too_small':
+      return [
+        {
+          field: formatPath(path),
+          message: `must be at least ${String(issue.minimum)}, got ${describe((issue as { input?: unknown }).input)}`,
+        },
+      ]
+    case 'too_big':
+      return [
+        {
+          field: formatPath(path),
+          message: `must be at most ${String(issue.maximum)}, got ${describe((issue as { input?: unknown }).input)}`,
+        },
+      ]
+    case 'invalid_format':
+      return [
+        {
+          field: formatPath(path),
+          message: issue.message.startsWith('Invalid')
+            ? `${describe((issue as { input?: unknown }).input)} is not in the expected form`
+            : issue.message,
+        },
+      ]
     default:
       return [{ field: formatPath(path), message: issue.message }]
   }
 }
 
-/** Pure: limits.yaml text and an environment → Config or field-named problems. */
-export function parseConfig(text: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
+/** Removes the value at `path` from a plain object tree (so the rest can still be checked). */
+function dropPath(root: unknown, path: readonly PropertyKey[]): boolean {
+  if (path.length === 0) return false
+  let node = root as Record<PropertyKey, unknown> | null
+  for (let i = 0; i < path.length - 1; i++) {
+    const next = node?.[path[i]!]
+    if (next === null || typeof next !== 'object') return false
+    node = next as Record<PropertyKey, unknown>
+  }
+  if (node === null || typeof node !== 'object' || !(path.at(-1)! in node)) return false
+  if (Array.isArray(node)) node.splice(Number(path.at(-1)), 1)
+  else delete node[path.at(-1)!]
+  return true
+}
+
+/**
+ * Schema and cross-field checks in one pass: fields the schema refuses are reported, then
+ * taken out, so the cross-field checks still run on the rest (SPEC §1: every problem at once).
+ */
+function validate(raw: unknown): { config?: Config; problems: ConfigProblem[] } {
+  const problems: ConfigProblem[] = []
+  for (let round = 0; round < 5; round++) {
+    const parsed = limitsFileSchema.safeParse(raw, { reportInput: true })
+    if (parsed.success) {
+      const built = buildConfig(parsed.data)
+      const seen = new Set(problems.map((p) => p.field))
+      problems.push(...built.problems.filter((p) => !seen.has(p.field)))
+      return problems.length === 0 && built.config
+        ? { config: built.config, problems }
+        : { problems }
+    }
+    let dropped = false
+    for (const issue of parsed.error.issues) {
+      problems.push(...issueToProblems(issue))
+      const keys =
+        issue.code === 'unrecognized_keys'
+          ? issue.keys.map((k) => [...issue.path, k])
+          : [issue.path]
+      for (const k of keys) dropped = dropPath(raw, k) || dropped
+    }
+    if (!dropped) break
+  }
+  return { problems: dedupe(problems) }
+}
+
+function dedupe(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>()
+  return problems.filter((p) => {
+    const k = `${p.field}\n${p.message}`
+    return seen.has(k) ? false : (seen.add(k), true)
+  })
+}
+
+/** Pure: limits.yaml text and an environment → Config or field-named problems, all at once. */
+export function parseConfig(
+  text: string,
+  env: NodeJS.ProcessEnv = process.env,
+  fileName = 'limits.yaml'
+): LoadResult {
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
   if (doc.errors.length > 0) {
+    // The YAML itself is broken: nothing further can be read from it.
     return {
       ok: false,
-      problems: doc.errors.map((e) => ({
-        field: 'limits.yaml',
-        message: e.message.split('\n')[0]!,
-      })),
+      problems: doc.errors.map((e) => ({ field: fileName, message: e.message.split('\n')[0]! })),
     }
   }
   const problems: ConfigProblem[] = []
@@ -119,14 +197,21 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv = process.env):
         node.type === Scalar.PLAIN ? YAML.parse(expanded === '' ? '""' : expanded) : expanded
     },
   })
-  if (problems.length > 0) return { ok: false, problems }
+  // A variable that is not set is reported, and its field checked no further.
   const raw = doc.toJS() ?? {}
-  const parsed = limitsFileSchema.safeParse(raw, { reportInput: true })
-  if (!parsed.success)
-    return { ok: false, problems: parsed.error.issues.flatMap((i) => issueToProblems(i)) }
-  const built = buildConfig(parsed.data)
-  if (!built.config) return { ok: false, problems: built.problems }
-  return { ok: true, config: built.config }
+  for (const p of problems) dropPath(raw, fieldPath(p.field))
+  const v = validate(raw)
+  const all = dedupe([...problems, ...v.problems])
+  if (all.length > 0 || !v.config) return { ok: false, problems: all }
+  return { ok: true, config: v.config }
+}
+
+/** `a.b[2].c` → ['a', 'b', 2, 'c']. */
+function fieldPath(field: string): PropertyKey[] {
+  const out: PropertyKey[] = []
+  for (const m of field.matchAll(/([^.[\]]+)|\[(\d+)\]/g))
+    out.push(m[2] !== undefined ? Number(m[2]) : m[1]!)
+  return out
 }
 
 export async function loadConfigFile(
@@ -155,7 +240,7 @@ export async function loadConfigFile(
       problems: [{ field: file, message: 'is empty (write {} to take every default)' }],
     }
   }
-  return parseConfig(text, env)
+  return parseConfig(text, env, file)
 }
 
 export function formatProblems(problems: readonly ConfigProblem[]): string {

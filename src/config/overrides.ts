@@ -39,6 +39,19 @@ export function parseFlagOverrides(flags: { port?: string; upstream?: string; re
   return { overrides, problems }
 }
 
+/** Cross-field checks that only hold once the flags are applied (SPEC §1: a flag beats the file). */
+export function checkApplied(c: Config): ConfigProblem[] {
+  if (c.admin.port !== 0 && c.admin.port === c.listen.port) {
+    return [
+      {
+        field: 'admin.port',
+        message: `${c.admin.port} is the proxy's port (listen.port or --port); the admin listener needs its own`,
+      },
+    ]
+  }
+  return []
+}
+
 export function applyOverrides(config: Config, o: FlagOverrides): Config {
   return {
     ...config,

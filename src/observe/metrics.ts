@@ -1,5 +1,5 @@
 import type { OutcomeKind } from '../http/outcome.js'
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 
 export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run'
 
@@ -79,6 +79,37 @@ export class Metrics {
     labelNames: ['version'] as const,
     registers: [this.registry],
   })
+
+  readonly buildInfo = new Gauge({
+    name: 'basegate_build_info',
+    help: 'basegate version and the Node.js it runs on (always 1)',
+    labelNames: ['version', 'node'] as const,
+    registers: [this.registry],
+  })
+  readonly reloads = new Counter({
+    name: 'basegate_config_reloads_total',
+    help: 'Configuration reloads by result (ok, refused)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  })
+  readonly lastReloadOk = new Gauge({
+    name: 'basegate_config_last_reload_successful',
+    help: '1 when the last reload was applied (or none was tried), 0 when it was refused',
+    registers: [this.registry],
+  })
+
+  constructor(opts: { version?: string; processMetrics?: boolean } = {}) {
+    // Process metrics (CPU, memory, event-loop lag, GC): basegate_process_*, nodejs_*.
+    if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry })
+    this.buildInfo.labels(opts.version ?? 'unknown', process.version).set(1)
+    this.lastReloadOk.set(1)
+  }
+
+  /** A reload's result. */
+  countReload(ok: boolean): void {
+    this.reloads.labels(ok ? 'ok' : 'refused').inc()
+    this.lastReloadOk.set(ok ? 1 : 0)
+  }
 
   countApiChange(entry: string): void {
     this.apiChangeCalls.labels(entry).inc()

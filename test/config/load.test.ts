@@ -179,7 +179,13 @@ describe('parseConfig: every problem named by its field', () => {
 
   it('bad-monthly.yaml names each field', () => {
     const out = lines(fixture('bad-monthly.yaml'))
-    expect(out).toEqual(['monthly.plans.odd: a plan has exactly one of calls or calls_per_user'])
+    // Issue #12: every problem in one pass: the schema's and the cross-field checks' together.
+    expect(out).toEqual([
+      'monthly.plans.odd: a plan has exactly one of calls or calls_per_user',
+      'monthly.timezone: "Mars/Olympus" is not a time zone',
+      'monthly.teams[0].plan: "gold" is not a plan',
+      'monthly.teams[0].bases[0]: "not-a-uuid" is not a base UUID',
+    ])
     const out2 = lines(
       'monthly:\n  timezone: Mars/Olympus\n  teams:\n    - { id: t, plan: gold, bases: [not-a-uuid] }'
     )
@@ -188,6 +194,32 @@ describe('parseConfig: every problem named by its field', () => {
       'monthly.teams[0].plan: "gold" is not a plan',
       'monthly.teams[0].bases[0]: "not-a-uuid" is not a base UUID',
     ])
+  })
+
+  it("env, schema and cross-field problems come together, in basegate's words", () => {
+    const out = lines(
+      'listen: { port: 8080 }\nadmin: { port: 8080, host: 0.0.0.0 }\nstore: { url: "${NOPE}", timeout_ms: 0 }\nrate_limits: { base: 5/mn }\nsize_limits: { list_rows: -1 }\nbogus: 1'
+    )
+    expect(out).toEqual(
+      expect.arrayContaining([
+        'store.url: ${NOPE} is not set (write ${NOPE:-} for an empty default)',
+        'store.timeout_ms: must be at least 1, got 0',
+        'rate_limits.base: "5/mn" is not a rate',
+        'size_limits.list_rows: must be at least 1, got -1',
+        'bogus: is not a known key',
+        'admin.host: "0.0.0.0" is not loopback; set admin.token to listen there',
+        "admin.port: 8080 is the proxy's port (listen.port); the admin listener needs its own",
+      ])
+    )
+    expect(out.join('\n')).not.toMatch(/Too small|Invalid input|expected number to be/)
+  })
+
+  it('a YAML syntax error names the file it is in', async () => {
+    const { loadConfigFile } = await import('../../src/config/load.js')
+    const file = new URL('../fixtures/config/bad-yaml.yaml', import.meta.url).pathname
+    const r = await loadConfigFile(file)
+    expect(r.ok).toBe(false)
+    if (!r.ok) expect(r.problems[0]!.field).toBe(file)
   })
 
   it('bad-yaml.yaml reports the YAML error', () => {

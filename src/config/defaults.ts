@@ -1,0 +1,37 @@
+import { DEFAULT_EXEMPT } from './presets.js'
+
+/**
+ * The static defaults of limits.yaml, in the file's own spelling: config/build.ts applies
+ * them and the JSON Schema shows them (config/json-schema.ts), so they are written once.
+ * Defaults that depend on `deployment` (the rate presets, `monthly.enabled`) live in presets.ts.
+ */
+export const DEFAULTS = {
+  deployment: 'self-hosted',
+  listen: { host: '0.0.0.0', port: 8080, headers_timeout_ms: 20_000, request_timeout_ms: 300_000 },
+  admin: { host: '127.0.0.1', port: 9090, token: '' },
+  upstream: { url: 'http://127.0.0.1:8000', timeout_ms: 60_000 },
+  store: {
+    url: '',
+    cluster: [] as string[],
+    prefix: 'basegate:',
+    timeout_ms: 100,
+    on_error: 'open',
+  },
+  client_ip: { trusted_proxies: [] as string[], ipv6_prefix: 64 },
+  rate_limits: { ip_ceiling: 'unlimited', rules: [] as unknown[] },
+  allow: { clients: [] as string[], bases: [] as string[] },
+  headers: 'gateway',
+  mode: 'enforce',
+  exempt: DEFAULT_EXEMPT,
+  size_limits: {
+    list_rows: 1000,
+    append_rows: 1000,
+    update_rows: 1000,
+    delete_rows: 10_000,
+    sql_list: 10_000,
+    max_body_bytes: 16_777_216,
+  },
+  monthly: { timezone: 'UTC', teams: [] as unknown[] },
+  server: { version: 'auto' },
+  history: { removed: 'gone', deprecation_headers: true },
+} as const
