@@ -1,0 +1,63 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, it } from 'vitest'
+
+// Issue #12: the README's first screen, run verbatim on the fresh build: the demo upstream,
+// `npm start` with the shipped limits.yaml, and the curl that shows the three headers.
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const readme = readFileSync(`${root}README.md`, 'utf8')
+const block = /```sh\n(npx basegate demo-upstream[\s\S]*?)```/.exec(readme)![1]!
+const lines = block
+  .split('\n')
+  .map((l) => l.replace(/\s+#.*$/, '').trim())
+  .filter(Boolean)
+
+const started: ChildProcess[] = []
+afterAll(async () => {
+  // Each line ran in a process group of its own: end the groups (npm exec and its children).
+  const signal = (sig: NodeJS.Signals) => {
+    for (const p of started) {
+      try {
+        process.kill(-p.pid!, sig)
+      } catch {
+        /* gone */
+      }
+    }
+  }
+  signal('SIGTERM')
+  await new Promise((r) => setTimeout(r, 1000))
+  signal('SIGKILL')
+})
+
+async function until(fn: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms
+  while (!fn() && Date.now() < end) await new Promise((r) => setTimeout(r, 100))
+}
+
+describe("the README's first screen", () => {
+  it('starts the demo upstream and basegate, and the curl shows a 200 with the three headers', async () => {
+    expect(lines).toHaveLength(3)
+    for (const line of lines.slice(0, 2)) {
+      expect(line.endsWith('&')).toBe(true)
+      const p = spawn('bash', ['-c', line.slice(0, -1)], {
+        cwd: root,
+        detached: true,
+        stdio: 'ignore',
+      })
+      started.push(p)
+    }
+    let answer = ''
+    await until(() => {
+      const r = spawnSync('bash', ['-c', lines[2]!], { cwd: root, encoding: 'utf8' })
+      answer = r.stdout
+      return answer.startsWith('HTTP/1.1 200')
+    }, 20_000)
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK/)
+    expect(answer).toMatch(/^x-ratelimit-limit: 500\r?$/m)
+    expect(answer).toMatch(/^x-ratelimit-remaining: \d+\r?$/m)
+    expect(answer).toMatch(/^x-ratelimit-reset: \d{10}\r?$/m)
+    expect(answer).toContain('"rows":[')
+  }, 30_000)
+})
