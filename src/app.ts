@@ -1,13 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { Readable, type Duplex } from 'node:stream'
+import type { Duplex } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
-import { createGate, historyOf, type Pass } from './http/gate.js'
-import { readBodyUpTo, replayThenRest } from './http/read-body.js'
+import { bodyHistory, sizeChecked } from './http/body-checks.js'
+import { createGate } from './http/gate.js'
 import type { DryRun, Outcome } from './http/outcome.js'
 import type { ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
-import { checkSize } from './http/size-gate.js'
-import { sizeCheckFor } from './http/size-limits.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
@@ -82,7 +80,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
     let body = sized.body
     if (g.pendingHistory.length > 0 && body === undefined) {
-      const read = await bodyHistory(req, g, apiChanges)
+      const read = await bodyHistory(deps, req, g, apiChanges)
       if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
       body = read
     }
@@ -104,75 +102,6 @@ export function createGateway(deps: GatewayDeps): Gateway {
         done(forwardOutcome(r), dryRun)
       },
     })
-  }
-
-  /**
-   * SPEC §8 changes recognised by the body (Move Rows to Big Data without `view_name`): the
-   * body is read (up to max_body_bytes) and forwarded as read. Null when the client left.
-   */
-  async function bodyHistory(
-    req: IncomingMessage,
-    g: Pass,
-    apiChanges: string[]
-  ): Promise<Buffer | Readable | null> {
-    const read = await readBodyUpTo(req, g.snapshot.config.sizeLimits.maxBodyBytes)
-    if (read.kind === 'aborted') return null
-    // Too large to look at: forwarded as it comes, unrecognised.
-    if (read.kind === 'too_large')
-      return Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
-    let json: unknown = null
-    try {
-      json = JSON.parse(read.body.toString('utf8'))
-    } catch {
-      // Not JSON: the server judges it; the change is about a field of a JSON body.
-    }
-    const lacking = g.pendingHistory.filter(
-      (m) =>
-        json !== null &&
-        typeof json === 'object' &&
-        !Array.isArray(json) &&
-        !(m.bodyWithout! in json)
-    )
-    const method = req.method ?? 'GET'
-    const h = historyOf(
-      deps,
-      g.snapshot,
-      { method, path: g.path, query: g.query },
-      lacking.map((m) => ({ ...m, bodyWithout: null }))
-    )
-    const nowMs = (deps.now ?? Date.now)()
-    for (const e of h.breaking) {
-      deps.recorder?.record(e.id, g.admission.classification.key, nowMs)
-      apiChanges.push(e.id)
-    }
-    return read.body
-  }
-
-  type Sized =
-    | { kind: 'aborted' }
-    | { kind: 'refused'; refusal: NonNullable<DryRun['size']> }
-    | {
-        kind: 'ok'
-        body: Buffer | Readable | undefined
-        dryRun: DryRun | null
-        streamed?: { violation(): NonNullable<DryRun['size']> | null }
-      }
-
-  /** SPEC §4 size limits, after the rate check: a size-refused call has used its slot. */
-  async function sizeChecked(req: IncomingMessage, g: Pass): Promise<Sized> {
-    const method = req.method ?? 'GET'
-    const check = sizeCheckFor(method, g.path)
-    if (check === null) return { kind: 'ok', body: undefined, dryRun: g.dryRun }
-    const dryRunMode = g.snapshot.config.mode === 'dry-run'
-    const size = await checkSize(check, req, g.query, g.snapshot.config.sizeLimits, {
-      keepRestForDryRun: dryRunMode,
-    })
-    if (size.aborted) return { kind: 'aborted' }
-    if (size.refusal === undefined) {
-      return { kind: 'ok', body: size.body, dryRun: g.dryRun, streamed: size.streamed }
-    }
-    if (!dryRunMode) return { kind: 'refused', refusal: size.refusal }
-    return { kind: 'ok', body: size.body, dryRun: { ...g.dryRun, size: size.refusal } }
   }
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {

@@ -1,4 +1,5 @@
 import type { Context, Hono } from 'hono'
+import type { Metrics } from '../observe/metrics.js'
 import type { ConfigHolder } from '../config/holder.js'
 import { parseUuid } from '../http/base-uuid.js'
 import type { OverrideStore } from '../quota/overrides.js'
@@ -124,4 +125,19 @@ export function parseTeamChange(
     }
   }
   return { change }
+}
+
+/** The monthly gauges as the store has them, read at scrape time. */
+export async function refreshMonthlyGauges(deps: TeamDeps, metrics: Metrics): Promise<void> {
+  const snap = deps.holder.current
+  if (!snap.config.monthly.enabled) return
+  for (const team of snap.teams) {
+    try {
+      const m = await monthOf(deps, team)
+      metrics.monthlyUsed.set({ team: team.id }, m.used)
+      metrics.monthlyQuota.set({ team: team.id }, m.quota)
+    } catch {
+      // The store is down: the gauges keep their last values; the store metrics say why.
+    }
+  }
 }

@@ -92,6 +92,62 @@ interface ChargeSpec {
   ipKey: string | null
 }
 
+/** The limits a snapshot charges: per class, and the client's ceiling. */
+interface Rates {
+  classRates: Record<LimitedClass, RateList>
+  ipCeiling: RateList
+}
+
+/** The one charge builder: class windows, rule windows, the ceiling. */
+function buildCharges(spec: ChargeSpec, rates: Rates): Charge[] {
+  const out: Charge[] = []
+  for (const cls of spec.classes) {
+    for (const r of rates.classRates[cls]) {
+      const key = keys.cls(spec.subject, cls, r.windowMs)
+      out.push({ kind: 'class', key, limit: r.limit, windowMs: r.windowMs, cls })
+    }
+  }
+  for (const rule of spec.rules) {
+    for (const r of rule.limits) {
+      const key = keys.rule(spec.subject, rule.name, r.windowMs)
+      const { name, dryRun } = rule
+      out.push({
+        kind: 'rule',
+        key,
+        limit: r.limit,
+        windowMs: r.windowMs,
+        cls: spec.cls,
+        rule: name,
+        dryRun,
+      })
+    }
+  }
+  if (spec.ipKey !== null) {
+    for (const r of rates.ipCeiling) {
+      const key = keys.ipCeiling(spec.ipKey, r.windowMs)
+      out.push({ kind: 'ip_ceiling', key, limit: r.limit, windowMs: r.windowMs, cls: spec.cls })
+    }
+  }
+  return out
+}
+
+/** A team's month as a charge; the quota is the team's, whatever class charged it. */
+function monthlyCharge(
+  team: Team,
+  month: { id: string; endMs: number },
+  cls: RequestClass
+): MonthlyCharge {
+  return {
+    kind: 'monthly',
+    key: keys.teamMonth(team.id, month.id),
+    limit: team.quota,
+    cls,
+    endMs: month.endMs,
+    limitKey: keys.teamOverride(team.id),
+    team: team.id,
+  }
+}
+
 export function compileClassifier(
   config: Config,
   teams: ReadonlyMap<string, Team> = new Map()
@@ -110,52 +166,10 @@ export function compileClassifier(
   const allowBases = new Set(config.allow.bases)
   const teamOf = (uuid: string) => (config.monthly.enabled ? teams.get(uuid) : undefined)
 
-  /** The one charge builder: class windows, rule windows, the ceiling. */
-  function build(spec: ChargeSpec): Charge[] {
-    const out: Charge[] = []
-    for (const cls of spec.classes) {
-      for (const r of classRates[cls]) {
-        const key = keys.cls(spec.subject, cls, r.windowMs)
-        out.push({ kind: 'class', key, limit: r.limit, windowMs: r.windowMs, cls })
-      }
-    }
-    for (const rule of spec.rules) {
-      for (const r of rule.limits) {
-        const key = keys.rule(spec.subject, rule.name, r.windowMs)
-        const { name, dryRun } = rule
-        out.push({
-          kind: 'rule',
-          key,
-          limit: r.limit,
-          windowMs: r.windowMs,
-          cls: spec.cls,
-          rule: name,
-          dryRun,
-        })
-      }
-    }
-    if (spec.ipKey !== null) {
-      for (const r of ipCeiling) {
-        const key = keys.ipCeiling(spec.ipKey, r.windowMs)
-        out.push({ kind: 'ip_ceiling', key, limit: r.limit, windowMs: r.windowMs, cls: spec.cls })
-      }
-    }
-    return out
-  }
-
-  function monthlyChargeOf(team: Team, nowMs: number, cls: RequestClass = 'base'): MonthlyCharge {
-    // The quota is the team's, whatever class charged it: cls only labels the window.
-    const month = monthOf(nowMs)
-    return {
-      kind: 'monthly',
-      key: keys.teamMonth(team.id, month.id),
-      limit: team.quota,
-      cls,
-      endMs: month.endMs,
-      limitKey: keys.teamOverride(team.id),
-      team: team.id,
-    }
-  }
+  const monthlyChargeOf = (team: Team, nowMs: number, cls: RequestClass = 'base') =>
+    monthlyCharge(team, monthOf(nowMs), cls)
+  const rates: Rates = { classRates, ipCeiling }
+  const build = (spec: ChargeSpec) => buildCharges(spec, rates)
 
   function classify(
     method: string,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 

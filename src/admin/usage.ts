@@ -1,0 +1,59 @@
+import type { Context, Hono } from 'hono'
+import ipaddr from 'ipaddr.js'
+import type { ConfigHolder } from '../config/holder.js'
+import { parseUuid } from '../http/base-uuid.js'
+import { windowMsOf, type Charge, type LimiterStore, type WindowState } from '../types.js'
+
+// SPEC §7: GET /v1/usage/base/{uuid} and /v1/usage/ip/{ip}, read without charging.
+
+function windowJson(charge: Charge, w: WindowState) {
+  return {
+    class: charge.cls,
+    ...(charge.kind === 'rule' ? { rule: charge.rule } : {}),
+    ...(charge.kind === 'ip_ceiling' ? { ip_ceiling: true } : {}),
+    limit: w.limit,
+    window_s: windowMsOf(charge) / 1000,
+    used: w.used,
+    remaining: w.remaining,
+    reset: Math.ceil(w.resetAtMs / 1000),
+  }
+}
+
+export function usageRoutes(
+  app: Hono,
+  deps: { holder: ConfigHolder; store: LimiterStore; now: () => number }
+): void {
+  const { holder, store, now } = deps
+  async function usage(c: Context, key: string, charges: Charge[]) {
+    const d = await store.peek(charges, now())
+    const windows = []
+    let monthly = null
+    for (let i = 0; i < charges.length; i++) {
+      const ch = charges[i]!
+      const w = d.windows[i]!
+      if (ch.kind === 'monthly') {
+        monthly = {
+          team: ch.team,
+          quota: w.limit,
+          used: w.used,
+          reset: Math.ceil(w.resetAtMs / 1000),
+        }
+      } else windows.push(windowJson(ch, w))
+    }
+    return c.json({ key, windows, monthly })
+  }
+  app.get('/v1/usage/base/:uuid', async (c) => {
+    const uuid = parseUuid(c.req.param('uuid'))
+    if (uuid === null)
+      return c.json({ error_msg: `${JSON.stringify(c.req.param('uuid'))} is not a base UUID` }, 400)
+    return usage(c, `base:${uuid}`, holder.current.classifier.windowsOfBase(uuid, now()))
+  })
+  app.get('/v1/usage/ip/:ip', async (c) => {
+    const raw = c.req.param('ip')
+    if (!ipaddr.isValid(raw))
+      return c.json({ error_msg: `${JSON.stringify(raw)} is not an IP address` }, 400)
+    const snap = holder.current
+    const ipKey = snap.clientIp.keyOf(ipaddr.process(raw).toString())
+    return usage(c, `ip:${ipKey}`, snap.classifier.windowsOfIp(ipKey))
+  })
+}

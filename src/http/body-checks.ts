@@ -1,0 +1,77 @@
+import type { IncomingMessage } from 'node:http'
+import { Readable } from 'node:stream'
+import { historyOf, type GateDeps, type Pass } from './gate.js'
+import type { DryRun } from './outcome.js'
+import { readBodyUpTo, replayThenRest } from './read-body.js'
+import { checkSize } from './size-gate.js'
+import { sizeCheckFor } from './size-limits.js'
+
+// The request path's looks at a body, after the gate: the size checks (SPEC §4) and the
+// change-history entries recognised by a body field (SPEC §8).
+
+/**
+ * SPEC §8 changes recognised by the body (Move Rows to Big Data without `view_name`): the
+ * body is read (up to max_body_bytes) and forwarded as read. Null when the client left.
+ */
+export async function bodyHistory(
+  deps: GateDeps,
+  req: IncomingMessage,
+  g: Pass,
+  apiChanges: string[]
+): Promise<Buffer | Readable | null> {
+  const read = await readBodyUpTo(req, g.snapshot.config.sizeLimits.maxBodyBytes)
+  if (read.kind === 'aborted') return null
+  // Too large to look at: forwarded as it comes, unrecognised.
+  if (read.kind === 'too_large')
+    return Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
+  let json: unknown = null
+  try {
+    json = JSON.parse(read.body.toString('utf8'))
+  } catch {
+    // Not JSON: the server judges it; the change is about a field of a JSON body.
+  }
+  const lacking = g.pendingHistory.filter(
+    (m) =>
+      json !== null && typeof json === 'object' && !Array.isArray(json) && !(m.bodyWithout! in json)
+  )
+  const method = req.method ?? 'GET'
+  const h = historyOf(
+    deps,
+    g.snapshot,
+    { method, path: g.path, query: g.query },
+    lacking.map((m) => ({ ...m, bodyWithout: null }))
+  )
+  const nowMs = (deps.now ?? Date.now)()
+  for (const e of h.breaking) {
+    deps.recorder?.record(e.id, g.admission.classification.key, nowMs)
+    apiChanges.push(e.id)
+  }
+  return read.body
+}
+
+export type Sized =
+  | { kind: 'aborted' }
+  | { kind: 'refused'; refusal: NonNullable<DryRun['size']> }
+  | {
+      kind: 'ok'
+      body: Buffer | Readable | undefined
+      dryRun: DryRun | null
+      streamed?: { violation(): NonNullable<DryRun['size']> | null }
+    }
+
+/** SPEC §4 size limits, after the rate check: a size-refused call has used its slot. */
+export async function sizeChecked(req: IncomingMessage, g: Pass): Promise<Sized> {
+  const method = req.method ?? 'GET'
+  const check = sizeCheckFor(method, g.path)
+  if (check === null) return { kind: 'ok', body: undefined, dryRun: g.dryRun }
+  const dryRunMode = g.snapshot.config.mode === 'dry-run'
+  const size = await checkSize(check, req, g.query, g.snapshot.config.sizeLimits, {
+    keepRestForDryRun: dryRunMode,
+  })
+  if (size.aborted) return { kind: 'aborted' }
+  if (size.refusal === undefined) {
+    return { kind: 'ok', body: size.body, dryRun: g.dryRun, streamed: size.streamed }
+  }
+  if (!dryRunMode) return { kind: 'refused', refusal: size.refusal }
+  return { kind: 'ok', body: size.body, dryRun: { ...g.dryRun, size: size.refusal } }
+}

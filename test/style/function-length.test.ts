@@ -1,0 +1,42 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+import { describe, expect, it } from 'vitest'
+
+// Issue #13: no function in src/ over 100 lines (a newcomer reads one in one sitting).
+
+const SRC = fileURLToPath(new URL('../../src', import.meta.url))
+const MAX = 100
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f)
+    return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : []
+  })
+}
+
+function longFunctions(file: string): string[] {
+  const text = readFileSync(file, 'utf8')
+  const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
+  const out: string[] = []
+  const visit = (node: ts.Node): void => {
+    if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+      const start = sf.getLineAndCharacterOfPosition(node.getStart()).line
+      const end = sf.getLineAndCharacterOfPosition(node.getEnd()).line
+      if (end - start + 1 > MAX) {
+        const name = (node as { name?: ts.Node }).name?.getText() ?? '(anonymous)'
+        out.push(`${file.slice(SRC.length + 1)}:${start + 1} ${name}: ${end - start + 1} lines`)
+      }
+    }
+    ts.forEachChild(node, visit)
+  }
+  visit(sf)
+  return out
+}
+
+describe('src/ style', () => {
+  it(`has no function over ${MAX} lines`, () => {
+    expect(files(SRC).flatMap(longFunctions)).toEqual([])
+  })
+})
