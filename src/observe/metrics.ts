@@ -12,91 +12,112 @@ export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
 
 type Child = { inc(): void }
 
+/** One labelled metric in a registry (a Counter or a Gauge), declared in one line. */
+function metric<L extends string, M>(
+  Kind: new (c: {
+    name: string
+    help: string
+    labelNames: readonly L[]
+    registers: Registry[]
+  }) => M,
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[]
+): M {
+  return new Kind({ name, help, labelNames, registers: [registry] })
+}
+const counter = <L extends string>(r: Registry, name: string, help: string, labels: readonly L[]) =>
+  metric<L, Counter<L>>(Counter, r, name, help, labels)
+const gauge = <L extends string>(r: Registry, name: string, help: string, labels: readonly L[]) =>
+  metric<L, Gauge<L>>(Gauge, r, name, help, labels)
+
 /** Every metric basegate exposes, in one registry (SPEC §7 /metrics). */
 export class Metrics {
   readonly registry = new Registry()
-  readonly requests = new Counter({
-    name: 'basegate_requests_total',
-    help: 'Requests by class and outcome',
-    labelNames: ['class', 'outcome'] as const,
-    registers: [this.registry],
-  })
-  readonly refusals = new Counter({
-    name: 'basegate_refusals_total',
-    help: 'Refusals by reason (dry_run: would have been refused, forwarded)',
-    labelNames: ['reason'] as const,
-    registers: [this.registry],
-  })
+  readonly requests = counter(
+    this.registry,
+    'basegate_requests_total',
+    'Requests by class and outcome',
+    ['class', 'outcome'] as const
+  )
+  readonly refusals = counter(
+    this.registry,
+    'basegate_refusals_total',
+    'Refusals by reason (dry_run: would have been refused, forwarded)',
+    ['reason'] as const
+  )
   readonly storeDuration = new Histogram({
     name: 'basegate_store_duration_seconds',
     help: 'Duration of one rate-limit store call',
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
     registers: [this.registry],
   })
-  readonly storeErrors = new Counter({
-    name: 'basegate_store_errors_total',
-    help: 'Store calls that failed or timed out',
-    registers: [this.registry],
-  })
-  readonly fallbackDecisions = new Counter({
-    name: 'basegate_store_fallback_decisions_total',
-    help: 'Decisions taken by the local limiter while the store failed (on_error: open)',
-    registers: [this.registry],
-  })
-  readonly cachedRefusals = new Counter({
-    name: 'basegate_cached_refusals_total',
-    help: 'Refusals answered from the local over-limit cache, without a store call',
-    registers: [this.registry],
-  })
+  readonly storeErrors = counter(
+    this.registry,
+    'basegate_store_errors_total',
+    'Store calls that failed or timed out',
+    [] as const
+  )
+  readonly fallbackDecisions = counter(
+    this.registry,
+    'basegate_store_fallback_decisions_total',
+    'Decisions taken by the local limiter while the store failed (on_error: open)',
+    [] as const
+  )
+  readonly cachedRefusals = counter(
+    this.registry,
+    'basegate_cached_refusals_total',
+    'Refusals answered from the local over-limit cache, without a store call',
+    [] as const
+  )
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
   })
-  readonly monthlyUsed = new Gauge({
-    name: 'basegate_monthly_used',
-    help: 'Calls charged to a team this month',
-    labelNames: ['team'] as const,
-    registers: [this.registry],
-  })
-  readonly monthlyQuota = new Gauge({
-    name: 'basegate_monthly_quota',
-    help: 'A team monthly quota',
-    labelNames: ['team'] as const,
-    registers: [this.registry],
-  })
+  readonly monthlyUsed = gauge(
+    this.registry,
+    'basegate_monthly_used',
+    'Calls charged to a team this month',
+    ['team'] as const
+  )
+  readonly monthlyQuota = gauge(this.registry, 'basegate_monthly_quota', 'A team monthly quota', [
+    'team',
+  ] as const)
 
-  readonly apiChangeCalls = new Counter({
-    name: 'basegate_api_change_calls_total',
-    help: 'Calls that a server upgrade would break, by change-history entry (SPEC §8)',
-    labelNames: ['entry'] as const,
-    registers: [this.registry],
-  })
-  readonly serverVersion = new Gauge({
-    name: 'basegate_server_version_info',
-    help: 'The server version basegate applies the change history for (1 on the version in force)',
-    labelNames: ['version'] as const,
-    registers: [this.registry],
-  })
+  readonly apiChangeCalls = counter(
+    this.registry,
+    'basegate_api_change_calls_total',
+    'Calls that a server upgrade would break, by change-history entry (SPEC §8)',
+    ['entry'] as const
+  )
+  readonly serverVersion = gauge(
+    this.registry,
+    'basegate_server_version_info',
+    'The server version basegate applies the change history for (1 on the version in force)',
+    ['version'] as const
+  )
 
-  readonly buildInfo = new Gauge({
-    name: 'basegate_build_info',
-    help: 'basegate version and the Node.js it runs on (always 1)',
-    labelNames: ['version', 'node'] as const,
-    registers: [this.registry],
-  })
-  readonly reloads = new Counter({
-    name: 'basegate_config_reloads_total',
-    help: 'Configuration reloads by result (ok, refused)',
-    labelNames: ['result'] as const,
-    registers: [this.registry],
-  })
-  readonly lastReloadOk = new Gauge({
-    name: 'basegate_config_last_reload_successful',
-    help: '1 when the last reload was applied (or none was tried), 0 when it was refused',
-    registers: [this.registry],
-  })
+  readonly buildInfo = gauge(
+    this.registry,
+    'basegate_build_info',
+    'basegate version and the Node.js it runs on (always 1)',
+    ['version', 'node'] as const
+  )
+  readonly reloads = counter(
+    this.registry,
+    'basegate_config_reloads_total',
+    'Configuration reloads by result (ok, refused)',
+    ['result'] as const
+  )
+  readonly lastReloadOk = gauge(
+    this.registry,
+    'basegate_config_last_reload_successful',
+    '1 when the last reload was applied (or none was tried), 0 when it was refused',
+    [] as const
+  )
 
   constructor(opts: { version?: string; processMetrics?: boolean } = {}) {
     // Process metrics (CPU, memory, event-loop lag, GC): basegate_process_*, nodejs_*.
