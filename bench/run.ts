@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
+import { JsonArrayCounter } from '../src/http/json-array-count.js'
+import { sqlRowLimit } from '../src/http/sql-limit.js'
 
 // npm run bench: every row measured in one run, interleaved round by round, so the ratios
 // compare like with like on a shared, noisy machine. Loopback only; every run is bounded.
@@ -206,6 +208,9 @@ request = function()
   return wrk.format(nil, string.format("/api-gateway/api/v2/dtables/%08x-0d3b-4c59-9a51-3e2d7c8b9a10/rows/", (n % 1000) + 1))
 end
 `
+// The same bytes to a base path with no size check: what the scan of the rows costs is the
+// difference between this row and basegate's (issue #15: at least 0.8×).
+const APPEND_UNCHECKED_LUA = APPEND_LUA.replace('/rows/', '/rows-unchecked/')
 const FLOOD_PATH =
   '/api-gateway/api/v2/dtables/ffffffff-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1'
 const FLOOD_LUA = `request = function() return wrk.format("GET", "${FLOOD_PATH}") end`
@@ -214,6 +219,40 @@ interface Target {
   name: string
   url: string
   pid?: number
+  /** A wrk script of its own (else the scenario's). */
+  script?: string
+}
+
+/** µs per call of a function, after a warm-up, in this process. */
+function usPerCall(fn: () => unknown, n: number): number {
+  for (let i = 0; i < Math.min(n, 2000); i++) fn()
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) fn()
+  return ((performance.now() - t0) / n) * 1000
+}
+
+/** Issue #15: what each size check costs in process (the SQL target: under 20 µs for 1 KB). */
+function checkCosts(): string[] {
+  let sql =
+    "SELECT Name, hours(Start, End), COUNT(*) FROM `Table 1` WHERE Tags HAS ANY OF ('a','b') AND Name ILIKE '%x%' /* c */ "
+  while (sql.length < 1000) sql += "AND Owner = 'somebody' "
+  sql += 'GROUP BY Name ORDER BY Name LIMIT 500'
+  const body = Buffer.from(APPEND_BODY)
+  const scan = usPerCall(() => {
+    const c = new JsonArrayCounter('rows')
+    c.write(body)
+    return c.end()
+  }, 2000)
+  const parse = usPerCall(() => JSON.parse(body.toString('utf8')).rows.length, 2000)
+  return [
+    '## size checks in process',
+    '',
+    '| check | µs per call |',
+    '| --- | ---: |',
+    `| SQL LIMIT reader, ${sql.length}-character statement | ${usPerCall(() => sqlRowLimit(sql, []), 20000).toFixed(1)} |`,
+    `| row counter, ${body.length}-byte 1,000-row body (streaming scanner) | ${scan.toFixed(1)} |`,
+    `| the same body through JSON.parse (before issue #15), for comparison | ${parse.toFixed(1)} |`,
+  ]
 }
 
 async function main(): Promise<void> {
@@ -292,6 +331,22 @@ async function main(): Promise<void> {
         'pipelined',
       ]),
     ]
+    // BENCH_BASELINE=/path/to/an/older/build/dist/src/main.js adds that build as a row, measured
+    // in the same interleaved rounds (the side-by-side "no slower" check of a change).
+    const baseline = process.env.BENCH_BASELINE
+    const basePort = await freePort()
+    let baseProc: ChildProcess | undefined
+    if (baseline) {
+      const baseConf = join(WORK, `${sc.name}-baseline.yaml`)
+      writeFileSync(
+        baseConf,
+        readFileSync(conf, 'utf8')
+          .replace(`port: ${gwPort}`, `port: ${basePort}`)
+          .replace(`prefix: "bench-${sc.name}:"`, `prefix: "bench-base-${sc.name}:"`)
+      )
+      baseProc = await start(process.execPath, [baseline, '--config', baseConf])
+      procs.push(baseProc)
+    }
     if (sc.withHono)
       procs.push(
         await start(process.execPath, [
@@ -306,11 +361,25 @@ async function main(): Promise<void> {
       { name: 'peer', url: `http://127.0.0.1:${peerPort}`, pid: procs[1]!.pid },
       { name: 'peer-pipelined', url: `http://127.0.0.1:${peer2Port}`, pid: procs[2]!.pid },
     ]
+    if (baseProc)
+      targets.push({
+        name: 'basegate-baseline',
+        url: `http://127.0.0.1:${basePort}`,
+        pid: baseProc.pid,
+      })
+    if (sc.name === 'append' && useWrk) {
+      targets.push({
+        name: 'basegate-unchecked',
+        url: `http://127.0.0.1:${gwPort}`,
+        pid: procs[0]!.pid,
+        script: wrkScript('append-unchecked', APPEND_UNCHECKED_LUA),
+      })
+    }
     if (sc.withHono)
       targets.push({
         name: 'basegate-hono',
         url: `http://127.0.0.1:${honoPort}`,
-        pid: procs[3]!.pid,
+        pid: procs.at(-1)!.pid,
       })
     const script = useWrk
       ? wrkScript(sc.name, sc.lua)
@@ -319,14 +388,14 @@ async function main(): Promise<void> {
         : '/api-gateway/api/v2/dtables/00000001-0d3b-4c59-9a51-3e2d7c8b9a10/rows/'
 
     // Warm up every target (JIT, pools); for the flood this also pushes the key over.
-    for (const t of targets) await measure(t.url, script, redis, useWrk, 1)
+    for (const t of targets) await measure(t.url, t.script ?? script, redis, useWrk, 1)
 
     const samples: Record<string, Sample[]> = {}
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order each round so no target always runs first or last.
       const order = targets.map((_, i) => targets[(i + round) % targets.length]!)
       for (const t of order) {
-        const s = await measure(t.url, script, redis, useWrk, SECONDS, t.pid)
+        const s = await measure(t.url, t.script ?? script, redis, useWrk, SECONDS, t.pid)
         ;(samples[t.name] ??= []).push(s)
         process.stderr.write(
           `${sc.name} round ${round + 1} ${t.name}: ${s.rps.toFixed(0)} req/s cpu ${s.cpuUsPerReq.toFixed(1)} us/req p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms non-2xx ${s.non2xx}\n`
@@ -376,8 +445,9 @@ async function main(): Promise<void> {
     lines.push('')
   }
   lines.push(
-    'Rows: `direct` is the upstream without a gateway; `basegate` is `basegate` with the Redis store; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server.'
+    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server.'
   )
+  lines.push('', ...checkCosts())
   const md = lines.join('\n') + '\n'
   mkdirSync(join(ROOT, 'bench'), { recursive: true })
   writeFileSync(join(ROOT, 'bench/results.md'), md)
