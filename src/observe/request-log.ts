@@ -3,6 +3,7 @@ import { statusOf } from '../http/outcome.js'
 import type { Admission } from '../http/rate-limit.js'
 import type { Logger } from './log.js'
 import { maskPathTokens } from './mask-path.js'
+import { createPlainLineWriter } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
 
@@ -84,6 +85,8 @@ export function createFinisher(deps: {
   summary?: UsageSummary
 }) {
   const { logger, metrics, summary } = deps
+  // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).
+  const plain = createPlainLineWriter(logger)
   return function finish(f: Finished): void {
     const adm = f.admission
     const w = adm?.window ?? null
@@ -91,34 +94,55 @@ export function createFinisher(deps: {
     const cls = adm?.classification.cls ?? 'unknown'
     const o = f.outcome
     const status = statusOf(o)
-    const line = {
-      method: f.method,
-      path: f.path === null ? undefined : maskPathTokens(f.path),
-      class: cls,
-      key: adm?.classification.key,
-      limit: w?.limit,
-      remaining: w?.remaining,
-      reset: w?.resetSec,
-      team: m?.team,
-      used: m?.used,
-      quota: m?.quota,
-      status,
-      outcome: o.kind,
-      store_ms: adm?.decision?.storeMs,
-      duration_ms: round2(performance.now() - f.startedMs),
-      ...outcomeFields(o),
-      ...dryRunFields(f.dryRun),
-      api_change: f.apiChanges?.[0],
-    }
     const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500
-    if (quiet) logger.info(line, 'request')
-    else
-      logger.warn(
-        line,
-        f.dryRun !== null && o.kind === 'forwarded'
-          ? 'over a limit (dry-run: forwarded)'
-          : (MESSAGE[o.kind] ?? 'request')
-      )
+    if (quiet && plain !== null) {
+      plain({
+        method: f.method,
+        path: f.path === null ? undefined : maskPathTokens(f.path),
+        class: cls,
+        key: adm?.classification.key,
+        limit: w?.limit,
+        remaining: w?.remaining,
+        reset: w?.resetSec,
+        team: m?.team,
+        used: m?.used,
+        quota: m?.quota,
+        status,
+        outcome: o.kind,
+        store_ms: adm?.decision?.storeMs,
+        duration_ms: round2(performance.now() - f.startedMs),
+        upstream_ms: o.upstreamMs === null ? undefined : round2(o.upstreamMs),
+        api_change: f.apiChanges?.[0],
+      })
+    } else {
+      const line = {
+        method: f.method,
+        path: f.path === null ? undefined : maskPathTokens(f.path),
+        class: cls,
+        key: adm?.classification.key,
+        limit: w?.limit,
+        remaining: w?.remaining,
+        reset: w?.resetSec,
+        team: m?.team,
+        used: m?.used,
+        quota: m?.quota,
+        status,
+        outcome: o.kind,
+        store_ms: adm?.decision?.storeMs,
+        duration_ms: round2(performance.now() - f.startedMs),
+        ...outcomeFields(o),
+        ...dryRunFields(f.dryRun),
+        api_change: f.apiChanges?.[0],
+      }
+      if (quiet) logger.info(line, 'request')
+      else {
+        const forwardedDryRun = f.dryRun !== null && o.kind === 'forwarded'
+        logger.warn(
+          line,
+          forwardedDryRun ? 'over a limit (dry-run: forwarded)' : (MESSAGE[o.kind] ?? 'request')
+        )
+      }
+    }
 
     if (adm !== null) summary?.record(adm.classification.key)
     if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)

@@ -1,0 +1,75 @@
+import { Writable } from 'node:stream'
+import { describe, expect, it } from 'vitest'
+import { createLogger } from '../../src/observe/log.js'
+import { createPlainLineWriter, type PlainLine } from '../../src/observe/request-line.js'
+
+// Issue #14: the prepared request line writes the very bytes pino writes for the same fields.
+
+function capture() {
+  const lines: string[] = []
+  const dest = new Writable({
+    write(chunk, _e, cb) {
+      lines.push(String(chunk))
+      cb()
+    },
+  })
+  // pino's destination for a plain Writable is the stream itself (sync writes).
+  return { lines, logger: createLogger({ level: 'info', destination: dest }) }
+}
+
+const full: PlainLine = {
+  method: 'GET',
+  path: '/api-gateway/api/v2/dtables/6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10/rows/"quoted"\\é',
+  class: 'base',
+  key: 'base:6f1c2a4e0d3b4c599a513e2d7c8b9a10',
+  limit: 500,
+  remaining: 499,
+  reset: 1795410020,
+  team: 'acme',
+  used: 12,
+  quota: 30000,
+  status: 200,
+  outcome: 'forwarded',
+  store_ms: 1795409960123,
+  duration_ms: 1.25,
+  upstream_ms: 0.87,
+  api_change: 'dtable-server-removed',
+}
+
+const sparse: PlainLine = {
+  ...full,
+  limit: undefined,
+  remaining: undefined,
+  reset: undefined,
+  team: undefined,
+  used: undefined,
+  quota: undefined,
+  store_ms: undefined,
+  upstream_ms: undefined,
+  api_change: undefined,
+  class: 'other',
+  key: 'ip:10.0.0.1',
+}
+
+describe('the prepared request line', () => {
+  it.each([
+    ['every field', full],
+    ['an unlimited call (fields left out)', sparse],
+  ])('%s: byte for byte what pino writes', (_name, line) => {
+    const a = capture()
+    const write = createPlainLineWriter(a.logger)!
+    write(line)
+    const b = capture()
+    b.logger.info({ ...line }, 'request')
+    const noTime = (s: string) => s.replace(/"time":\d+/, '"time":0')
+    expect(a.lines).toHaveLength(1)
+    expect(noTime(a.lines[0]!)).toBe(noTime(b.lines[0]!))
+  })
+
+  it('follows the level: nothing at warn', () => {
+    const a = capture()
+    a.logger.level = 'warn'
+    createPlainLineWriter(a.logger)!(full)
+    expect(a.lines).toEqual([])
+  })
+})
