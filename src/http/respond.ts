@@ -21,6 +21,10 @@ export function sendJsonError(
 /** A refusal of the gate: a JSON error, or (SPEC §4) a 429 with no body. */
 export function sendRefusal(res: ServerResponse, r: Refusal): void {
   if (r.message !== null) return sendJsonError(res, r.status, r.message, r.headers)
-  res.writeHead(r.status, { ...r.headers, 'content-length': 0 })
+  // The admission's own header object, completed in place: a copy per refusal cost a
+  // measurable share of a flood's CPU (bench flood row).
+  const headers = r.headers ?? {}
+  headers['content-length'] = 0
+  res.writeHead(r.status, headers)
   res.end()
 }

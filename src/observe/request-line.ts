@@ -32,15 +32,17 @@ const num = (k: string, v: number | undefined) => (v === undefined ? '' : `,"${k
  * walking it (issue #14: 21–30 µs a call in pino's path). Null when the logger is not one
  * this can write for (then the caller uses pino as usual).
  */
-export function createPlainLineWriter(logger: Logger): ((l: PlainLine) => void) | null {
+export function createPlainLineWriter(
+  logger: Logger
+): ((l: PlainLine, level?: 'info' | 'warn', msg?: string) => void) | null {
   const internals = logger as unknown as Record<symbol, unknown>
   const stream = internals[pino.symbols.streamSym] as { write(s: string): unknown } | undefined
   const chindings = internals[pino.symbols.chindingsSym]
   if (!stream || typeof stream.write !== 'function' || typeof chindings !== 'string') return null
-  return (l) => {
-    if (!logger.isLevelEnabled('info')) return
+  return (l, level = 'info', msg = 'request') => {
+    if (!logger.isLevelEnabled(level)) return
     stream.write(
-      `{"level":"info","time":${Date.now()}${chindings},"method":${JSON.stringify(l.method)}` +
+      `{"level":"${level}","time":${Date.now()}${chindings},"method":${JSON.stringify(l.method)}` +
         str('path', l.path) +
         `,"class":"${l.class}"` +
         str('key', l.key) +
@@ -55,7 +57,7 @@ export function createPlainLineWriter(logger: Logger): ((l: PlainLine) => void) 
         num('duration_ms', l.duration_ms) +
         num('upstream_ms', l.upstream_ms) +
         str('api_change', l.api_change) +
-        ',"msg":"request"}\n'
+        `,"msg":${JSON.stringify(msg)}}\n`
     )
   }
 }

@@ -66,6 +66,23 @@ describe('the prepared request line', () => {
     expect(noTime(a.lines[0]!)).toBe(noTime(b.lines[0]!))
   })
 
+  it('a refusal line at warn, with its message: byte for byte what pino writes', () => {
+    const line = {
+      ...sparse,
+      status: 429,
+      outcome: 'rate_limited',
+      limit: 10,
+      remaining: 0,
+      reset: 1795410977,
+    }
+    const a = capture()
+    createPlainLineWriter(a.logger)!(line, 'warn', 'refused: over limit')
+    const b = capture()
+    b.logger.warn({ ...line }, 'refused: over limit')
+    const noTime = (s: string) => s.replace(/"time":\d+/, '"time":0')
+    expect(noTime(a.lines[0]!)).toBe(noTime(b.lines[0]!))
+  })
+
   it('follows the level: nothing at warn', () => {
     const a = capture()
     a.logger.level = 'warn'
