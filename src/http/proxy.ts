@@ -85,18 +85,36 @@ export function upstreamRequestHeaders(
   return out
 }
 
-/** Response headers for the client: the upstream's less hop-by-hop, plus ours. */
-function clientResponseHeaders(
-  upstream: Record<string, string | string[] | undefined>,
+/**
+ * Response headers for the client as a flat [name, value, …] list: the upstream's raw headers
+ * (names as sent, duplicates kept) less hop-by-hop ones, plus ours. No header object is built.
+ */
+export function clientResponseHeaders(
+  raw: readonly (Buffer | string)[],
   extra: OutgoingHttpHeaders | null
-): OutgoingHttpHeaders {
-  const listed = connectionTokens(upstream.connection)
-  const out: OutgoingHttpHeaders = {}
-  for (const name in upstream) {
-    if (HOP_BY_HOP.has(name) || (listed !== null && listed.has(name))) continue
-    out[name] = upstream[name]
+): string[] {
+  const out: string[] = []
+  let listed: Set<string> | null = null
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length === 10 && raw[i]!.toString('latin1').toLowerCase() === 'connection') {
+      listed = connectionTokens(raw[i + 1]!.toString('latin1'))
+    }
   }
-  if (extra !== null) for (const name in extra) out[name] = extra[name]
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1')
+    const lower = name.toLowerCase()
+    if (HOP_BY_HOP.has(lower) || (listed !== null && listed.has(lower))) continue
+    if (extra !== null && lower in extra) continue
+    out.push(name, raw[i + 1]!.toString('latin1'))
+  }
+  if (extra !== null) {
+    for (const name in extra) {
+      const v = extra[name]
+      if (v === undefined) continue
+      if (Array.isArray(v)) for (const x of v) out.push(name, x)
+      else out.push(name, String(v))
+    }
+  }
   return out
 }
 
@@ -118,7 +136,48 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     const { req, res, extraHeaders, done } = f
     const started = performance.now()
     let upstreamMs: number | null = null
-    pool.stream(
+    let finished = false
+    const finish = (r: ForwardResult) => {
+      if (finished) return
+      finished = true
+      done(r)
+    }
+    const fail = (err: Error) => {
+      const code = (err as { code?: string }).code ?? err.name
+      const violation = sizeViolationOf(err)
+      if (violation !== null && !res.headersSent) {
+        // The body broke a size rule on its way: the upstream got no whole body. The rest of
+        // the client's body is not read: the connection closes.
+        res.setHeader('connection', 'close')
+        sendJsonError(res, violation.status, violation.message, extraHeaders)
+        return finish({ status: violation.status, upstreamMs, refusal: violation })
+      }
+      if (res.headersSent) {
+        // The upstream dropped the connection mid-answer (or the client left): the client's
+        // connection is closed too, so it cannot take a cut body for a whole one.
+        res.destroy()
+        return finish({
+          status: res.writableFinished ? res.statusCode : 0,
+          upstreamMs,
+          error: code,
+        })
+      }
+      if (req.destroyed && res.destroyed) return finish({ status: 0, upstreamMs, error: code })
+      if (code === 'UND_ERR_HEADERS_TIMEOUT') {
+        sendJsonError(
+          res,
+          504,
+          `the upstream sent no answer within ${f.timeoutMs} ms`,
+          extraHeaders
+        )
+        return finish({ status: 504, upstreamMs, error: code })
+      }
+      sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)
+      finish({ status: 502, upstreamMs, error: code })
+    }
+    // undici's dispatch with a handler: the upstream's raw headers go to the client as they
+    // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream does).
+    pool.dispatch(
       {
         path: basePath + f.pathAndQuery,
         method: req.method as 'GET',
@@ -131,40 +190,39 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         // A stalled response body is cut after the same idle time.
         bodyTimeout: f.timeoutMs,
       },
-      ({ statusCode, headers }) => {
-        upstreamMs = performance.now() - started
-        res.writeHead(statusCode, clientResponseHeaders(headers, extraHeaders))
-        return res
-      },
-      (err) => {
-        if (err === null) return done({ status: res.statusCode, upstreamMs })
-        const code = (err as { code?: string }).code ?? err.name
-        const violation = sizeViolationOf(err)
-        if (violation !== null && !res.headersSent) {
-          // The body broke a size rule on its way: the upstream got no whole body. The rest of
-          // the client's body is not read: the connection closes.
-          res.setHeader('connection', 'close')
-          sendJsonError(res, violation.status, violation.message, extraHeaders)
-          return done({ status: violation.status, upstreamMs, refusal: violation })
-        }
-        if (res.headersSent) {
-          // The upstream dropped the connection mid-answer (or the client left): the client's
-          // connection is closed too, so it cannot take a cut body for a whole one.
-          res.destroy()
-          return done({
-            status: res.writableFinished ? res.statusCode : 0,
-            upstreamMs,
-            error: code,
+      {
+        onRequestStart(controller) {
+          // The client left before the upstream answered: stop the upstream call.
+          res.once('close', () => {
+            if (!res.writableFinished)
+              controller.abort(
+                Object.assign(new Error('the client went away'), { code: 'ECONNRESET' })
+              )
           })
-        }
-        if (req.destroyed && res.destroyed) return done({ status: 0, upstreamMs, error: code })
-        if (code === 'UND_ERR_HEADERS_TIMEOUT') {
-          const text = `the upstream sent no answer within ${f.timeoutMs} ms`
-          sendJsonError(res, 504, text, extraHeaders)
-          return done({ status: 504, upstreamMs, error: code })
-        }
-        sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)
-        done({ status: 502, upstreamMs, error: code })
+        },
+        onResponseStart(controller, statusCode, headers) {
+          if (statusCode < 200) return // 1xx: Node's server answers 100-continue itself
+          upstreamMs = performance.now() - started
+          const raw = Array.isArray(controller.rawHeaders)
+            ? controller.rawHeaders
+            : Object.entries(headers).flatMap(([k, v]) =>
+                Array.isArray(v) ? v.flatMap((x) => [k, x]) : [k, String(v)]
+              )
+          res.writeHead(statusCode, clientResponseHeaders(raw, extraHeaders))
+        },
+        onResponseData(controller, chunk) {
+          if (!res.write(chunk)) {
+            controller.pause()
+            res.once('drain', () => controller.resume())
+          }
+        },
+        onResponseEnd() {
+          res.end()
+          finish({ status: res.statusCode, upstreamMs })
+        },
+        onResponseError(_controller, err) {
+          fail(err)
+        },
       }
     )
   }
