@@ -123,6 +123,36 @@ function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (cl !== undefined && cl !== '0')
 }
 
+/** What the client gets when forwarding fails: the broken size rule, 504, 502, or a cut. */
+function answerFailure(
+  err: Error,
+  f: ForwardRequest & { upstreamMs: number | null; finish: (r: ForwardResult) => void }
+): void {
+  const { req, res, extraHeaders, upstreamMs, finish } = f
+  const code = (err as { code?: string }).code ?? err.name
+  const violation = sizeViolationOf(err)
+  if (violation !== null && !res.headersSent) {
+    // The body broke a size rule on its way: the upstream got no whole body. The rest of
+    // the client's body is not read: the connection closes.
+    res.setHeader('connection', 'close')
+    sendJsonError(res, violation.status, violation.message, extraHeaders)
+    return finish({ status: violation.status, upstreamMs, refusal: violation })
+  }
+  if (res.headersSent) {
+    // The upstream dropped the connection mid-answer (or the client left): the client's
+    // connection is closed too, so it cannot take a cut body for a whole one.
+    res.destroy()
+    return finish({ status: res.writableFinished ? res.statusCode : 0, upstreamMs, error: code })
+  }
+  if (req.destroyed && res.destroyed) return finish({ status: 0, upstreamMs, error: code })
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') {
+    sendJsonError(res, 504, `the upstream sent no answer within ${f.timeoutMs} ms`, extraHeaders)
+    return finish({ status: 504, upstreamMs, error: code })
+  }
+  sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)
+  finish({ status: 502, upstreamMs, error: code })
+}
+
 export function createForwarder(opts: ForwarderOptions): Forwarder {
   const url = new URL(opts.url)
   const basePath = url.pathname.replace(/\/+$/, '')
@@ -142,39 +172,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
       finished = true
       done(r)
     }
-    const fail = (err: Error) => {
-      const code = (err as { code?: string }).code ?? err.name
-      const violation = sizeViolationOf(err)
-      if (violation !== null && !res.headersSent) {
-        // The body broke a size rule on its way: the upstream got no whole body. The rest of
-        // the client's body is not read: the connection closes.
-        res.setHeader('connection', 'close')
-        sendJsonError(res, violation.status, violation.message, extraHeaders)
-        return finish({ status: violation.status, upstreamMs, refusal: violation })
-      }
-      if (res.headersSent) {
-        // The upstream dropped the connection mid-answer (or the client left): the client's
-        // connection is closed too, so it cannot take a cut body for a whole one.
-        res.destroy()
-        return finish({
-          status: res.writableFinished ? res.statusCode : 0,
-          upstreamMs,
-          error: code,
-        })
-      }
-      if (req.destroyed && res.destroyed) return finish({ status: 0, upstreamMs, error: code })
-      if (code === 'UND_ERR_HEADERS_TIMEOUT') {
-        sendJsonError(
-          res,
-          504,
-          `the upstream sent no answer within ${f.timeoutMs} ms`,
-          extraHeaders
-        )
-        return finish({ status: 504, upstreamMs, error: code })
-      }
-      sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)
-      finish({ status: 502, upstreamMs, error: code })
-    }
+    const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, finish })
     // undici's dispatch with a handler: the upstream's raw headers go to the client as they
     // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream does).
     pool.dispatch(
