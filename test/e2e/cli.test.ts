@@ -63,18 +63,6 @@ describe('command line (SPEC §1)', () => {
     }
   })
 
-  it('`npx basegate --config FILE` runs the package command', async () => {
-    const { spawnSync } = await import('node:child_process')
-    const root = fileURLToPath(new URL('../..', import.meta.url))
-    const r = spawnSync('npx', ['--no-install', 'basegate', '--config', fixture('bad-rate.yaml')], {
-      cwd: root,
-      encoding: 'utf8',
-      timeout: 30_000,
-    })
-    expect(r.status).toBe(2)
-    expect(r.stderr).toContain('rate_limits.base: "500/mn" is not a rate')
-  })
-
   it('warns that an in-memory store counts per process, and is always ready', async () => {
     const gw = await startGateway(testYaml(up.url))
     try {

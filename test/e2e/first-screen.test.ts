@@ -4,7 +4,9 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 
 // Issue #12: the README's first screen, run verbatim on the fresh build: the demo upstream,
-// `npm start` with the shipped limits.yaml, and the curl that shows the three headers.
+// `npm start` with the shipped limits.yaml, and the curl that shows the three headers. Every
+// test that runs `npx basegate` lives in this file, so they run one after the other: npx
+// links the local package on first use, and two at once race on that link.
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const readme = readFileSync(`${root}README.md`, 'utf8')
@@ -35,6 +37,19 @@ async function until(fn: () => boolean, ms: number): Promise<void> {
   const end = Date.now() + ms
   while (!fn() && Date.now() < end) await new Promise((r) => setTimeout(r, 100))
 }
+
+describe('npx basegate', () => {
+  it('`npx basegate --config FILE` runs the package command', () => {
+    const bad = fileURLToPath(new URL('../fixtures/config/bad-rate.yaml', import.meta.url))
+    const r = spawnSync('npx', ['--no-install', 'basegate', '--config', bad], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
+    expect(r.status, r.stderr).toBe(2)
+    expect(r.stderr).toContain('rate_limits.base: "500/mn" is not a rate')
+  })
+})
 
 describe("the README's first screen", () => {
   it('starts the demo upstream and basegate, and the curl shows a 200 with the three headers', async () => {
