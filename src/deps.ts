@@ -90,11 +90,7 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
       onError: s.onError,
       fallback: new MemoryStore(),
       onOutage: (down, err) => {
-        if (down)
-          logger.error(
-            { err: { message: (err as Error)?.message }, on_error: s.onError },
-            'store unavailable'
-          )
+        if (down) logger.error({ err, on_error: s.onError }, 'store unavailable')
         else logger.info('store available again')
       },
       observe: metrics && {

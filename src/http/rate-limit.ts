@@ -90,6 +90,8 @@ export async function admit(
   if (refused !== null && config.mode === 'enforce') {
     headers ??= {}
     headers['retry-after'] = String(retryAfterSec(decision, charges))
+    // SPEC §4: a refusal is a bare 429.
+    headers['content-length'] = 0
   }
   const shadowRules = shadowRulesOver(decision, charges)
   return { classification, clientIp, decision, window, headers, refused, shadowRules, monthly }
