@@ -33,6 +33,8 @@ interface Sample {
   non2xx: number
   evalPerReq: number
   cmdsPerReq: number
+  /** Redis CPU in scripts (EVAL/EVALSHA usec, inner commands included) per request. */
+  redisUsPerReq: number
 }
 
 async function freePort(): Promise<number> {
@@ -93,17 +95,23 @@ function toMs(text: string): number {
   return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v
 }
 
-async function commandStats(redis: Redis): Promise<{ evals: number; all: number }> {
+async function commandStats(
+  redis: Redis
+): Promise<{ evals: number; all: number; evalUsec: number }> {
   const info = await redis.info('commandstats')
   let evals = 0
   let all = 0
-  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) {
+  let evalUsec = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
     const name = m[1]!
     if (name === 'info') continue
     all += Number(m[2])
-    if (name === 'evalsha' || name === 'eval') evals += Number(m[2])
+    if (name === 'evalsha' || name === 'eval') {
+      evals += Number(m[2])
+      evalUsec += Number(m[3])
+    }
   }
-  return { evals, all }
+  return { evals, all, evalUsec }
 }
 
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100)
@@ -169,6 +177,7 @@ async function measure(
     non2xx,
     evalPerReq: (after.evals - before.evals) / requests,
     cmdsPerReq: (after.all - before.all) / requests,
+    redisUsPerReq: (after.evalUsec - before.evalUsec) / requests,
   }
 }
 
@@ -213,6 +222,7 @@ end
 const APPEND_UNCHECKED_LUA = APPEND_LUA.replace('/rows/', '/rows-unchecked/')
 const FLOOD_PATH =
   '/api-gateway/api/v2/dtables/ffffffff-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1'
+const HOT_LUA = `request = function() return wrk.format("GET", "/api-gateway/api/v2/dtables/eeeeeeee-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1") end`
 const FLOOD_LUA = `request = function() return wrk.format("GET", "${FLOOD_PATH}") end`
 
 interface Target {
@@ -280,6 +290,14 @@ async function main(): Promise<void> {
       max: 10_000_000,
       lua: ROTATING_LUA,
       withHono: true,
+    },
+    {
+      name: 'hot',
+      title: 'one hot base, every call admitted (its key holds all 50 buckets of the window)',
+      baseLimit: '10000000/min',
+      max: 10_000_000,
+      lua: HOT_LUA,
+      withHono: false,
     },
     {
       name: 'flood',
@@ -413,6 +431,7 @@ async function main(): Promise<void> {
         non2xx: ss.reduce((a, s) => a + s.non2xx, 0),
         evalPerReq: median(ss.map((s) => s.evalPerReq)),
         cmdsPerReq: median(ss.map((s) => s.cmdsPerReq)),
+        redisUsPerReq: median(ss.map((s) => s.redisUsPerReq)),
         rounds: ss.length,
       }
     }
@@ -434,12 +453,14 @@ async function main(): Promise<void> {
     if (!r) continue
     lines.push(`## ${sc.name}: ${sc.title}`, '')
     lines.push(
-      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) |'
+      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) | Redis µs/req (scripts) |'
     )
-    lines.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    lines.push(
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+    )
     for (const [name, s] of Object.entries(r)) {
       lines.push(
-        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${(s.rps / r.direct!.rps).toFixed(2)} | ${(s.rps / r.peer!.rps).toFixed(2)} | ${(s.rps / r['peer-pipelined']!.rps).toFixed(2)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} |`
+        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${(s.rps / r.direct!.rps).toFixed(2)} | ${(s.rps / r.peer!.rps).toFixed(2)} | ${(s.rps / r['peer-pipelined']!.rps).toFixed(2)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} | ${s.redisUsPerReq.toFixed(2)} |`
       )
     }
     lines.push('')
