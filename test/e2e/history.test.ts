@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runOnce, startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { useInstances } from '../helpers/instances.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
 // SPEC §8 against the real process: a stub upstream that answers /server-info/ as a server of
@@ -177,21 +177,15 @@ describe('version unknown, then known; reload switches it all live', () => {
 })
 
 describe('the upgrade report, shared by two instances on one Redis', () => {
-  let redis: TestRedis
-  let up: StubUpstream
-  const gws: GatewayProcess[] = []
-  beforeAll(async () => {
-    redis = await startRedis()
-    up = await startStubUpstream()
-    serverOf(up, { current: '5.1' })
-    const yaml = testYaml(up.url, `store: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }`)
-    for (let i = 0; i < 2; i++) gws.push(await startGateway(yaml, { env: FAST }))
-    await Promise.all(gws.map((g) => g.waitForLog((l) => l.msg === 'server version known')))
+  const shared = useInstances({
+    count: 2,
+    yaml: (redis) => `store: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }`,
+    env: FAST,
+    upstream: (up) => serverOf(up, { current: '5.1' }),
   })
-  afterAll(async () => {
-    await Promise.all(gws.map((g) => g.stop()))
-    await up?.close()
-    await redis?.stop()
+  const gws = shared.gws
+  beforeAll(async () => {
+    await Promise.all(gws.map((g) => g.waitForLog((l) => l.msg === 'server version known')))
   })
 
   it('counts per entry and key across instances; /v1/upgrade-report and the CLI agree', async () => {
@@ -236,6 +230,7 @@ describe('the upgrade report, shared by two instances on one Redis', () => {
   })
 
   it('the CLI reads the shared store when no instance answers', async () => {
+    const { redis, up } = shared
     const cfg = testYaml(
       up.url,
       `admin: { host: 127.0.0.1, port: 1 }\nstore: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }\nserver: { version: "5.1" }`

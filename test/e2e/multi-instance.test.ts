@@ -1,28 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, request } from 'undici'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath } from '../helpers/http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { useInstances } from '../helpers/instances.js'
 
 describe('three instances sharing one redis-server', () => {
-  let redis: TestRedis
-  let up: StubUpstream
-  const gws: GatewayProcess[] = []
-
-  beforeAll(async () => {
-    redis = await startRedis()
-    up = await startStubUpstream()
-    const yaml = testYaml(
-      up.url,
-      `store: { url: "${redis.url}", prefix: "${redis.prefix}" }\nrate_limits: { base: 100/min }`
-    )
-    for (let i = 0; i < 3; i++) gws.push(await startGateway(yaml))
-  })
-  afterAll(async () => {
-    await Promise.all(gws.map((g) => g.stop()))
-    await up?.close()
-    await redis?.stop()
+  const { gws } = useInstances({
+    count: 3,
+    yaml: (redis) =>
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}" }\nrate_limits: { base: 100/min }`,
   })
 
   it('admits no more than the limit from a concurrent burst at one key, across all instances', async () => {

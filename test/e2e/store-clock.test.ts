@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, request } from 'undici'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import type { GatewayProcess } from '../helpers/gateway-process.js'
+import { useInstances } from '../helpers/instances.js'
 
 // Issue #11 (finding 2): over-admission across instances. Three instances on one Redis, a
 // base at 20/s, 150 calls in flight for a few seconds: every admission's time on the store's
@@ -54,27 +53,16 @@ export async function hammer(
 }
 
 describe("three instances, one Redis: the bound holds on the store's clock (issue #11)", () => {
-  let redis: TestRedis
-  let up: StubUpstream
-  const gws: GatewayProcess[] = []
-
-  beforeAll(async () => {
-    redis = await startRedis()
-    up = await startStubUpstream()
-    const yaml = testYaml(
-      up.url,
-      `store: { url: "${redis.url}", prefix: "${redis.prefix}clock:", timeout_ms: 2000 }\nrate_limits: { base: ${LIMIT}/s }`
-    )
-    const env = process.env.BASEGATE_STORE_CLOCK
-      ? { BASEGATE_STORE_CLOCK: process.env.BASEGATE_STORE_CLOCK }
-      : {}
-    for (let i = 0; i < 3; i++)
-      gws.push(await startGateway(yaml, { env: { ...env, LOG_LEVEL: 'info' } }))
-  })
-  afterAll(async () => {
-    await Promise.all(gws.map((g) => g.stop()))
-    await up?.close()
-    await redis?.stop()
+  const { gws } = useInstances({
+    count: 3,
+    yaml: (redis) =>
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}clock:", timeout_ms: 2000 }\nrate_limits: { base: ${LIMIT}/s }`,
+    env: {
+      LOG_LEVEL: 'info',
+      ...(process.env.BASEGATE_STORE_CLOCK
+        ? { BASEGATE_STORE_CLOCK: process.env.BASEGATE_STORE_CLOCK }
+        : {}),
+    },
   })
 
   it('no 1,000 ms of store time holds more than the limit, under 150 calls in flight', async () => {
