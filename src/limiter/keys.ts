@@ -15,23 +15,13 @@ import type { RequestClass } from '../types.js'
  * refunds the earlier slots when a later one refuses (limiter/redis-store.ts): that can only
  * over-refuse, never over-admit. Outside Cluster mode all of it is one script call.
  */
-/**
- * The Redis layout of a sliding window (sliding-window.lua), in its keys' names: instances of
- * two layouts sharing one Redis during a rolling upgrade each read only their own keys.
- * Layout 1 (no suffix): bucket fields only. Layout 2: bucket fields plus a running total.
- */
-export const WINDOW_LAYOUT = 2
-
 export const keys = {
   /** The subject of a request's rate windows: its base, or its client. */
   subject: (uuid: string | null, ipKey: string): string =>
     uuid === null ? `{ip:${ipKey}}` : `{b:${uuid}}`,
-  cls: (subject: string, cls: RequestClass, windowMs: number) =>
-    `${subject}:${cls}:${windowMs}:w${WINDOW_LAYOUT}`,
-  rule: (subject: string, rule: string, windowMs: number) =>
-    `${subject}:rule:${rule}:${windowMs}:w${WINDOW_LAYOUT}`,
-  ipCeiling: (ipKey: string, windowMs: number) =>
-    `{ip:${ipKey}}:ceiling:${windowMs}:w${WINDOW_LAYOUT}`,
+  cls: (subject: string, cls: RequestClass, windowMs: number) => `${subject}:${cls}:${windowMs}`,
+  rule: (subject: string, rule: string, windowMs: number) => `${subject}:rule:${rule}:${windowMs}`,
+  ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}`,
   teamMonth: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
   teamOverride: (team: string) => `{t:${team}}:team`,
 } as const

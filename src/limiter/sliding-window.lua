@@ -1,12 +1,10 @@
 -- Check-and-charge for every window of one request, all or nothing (SPEC §3, §5).
 --
--- Sliding windows (windowMs > 0), layout 2: the key is a hash of buckets, field = bucket
--- index (floor(ms / bucketMs)), value = calls admitted in it, plus 't' (the calls in the live
--- buckets) and 'o' (the oldest bucket that may hold some). bucketMs = windowMs / buckets, so
--- a call is counted until the end of its bucket plus one window: never early, at most
--- 1/buckets of the window late. A key holds at most buckets + 3 fields whatever the limit,
--- and expires when idle. The layout's number is in the key's name (limiter/keys.ts): an
--- instance of another layout never reads these keys.
+-- Sliding windows (windowMs > 0): the key is a hash of buckets, field = bucket index
+-- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / buckets, so a
+-- call is counted until the end of its bucket plus one window: never early, at most
+-- 1/buckets of the window late. A key holds at most buckets + 1 live fields whatever the
+-- limit, and expires when idle.
 --
 -- Calendar windows (windowMs = 0, the monthly quota): the key is a plain counter for one
 -- month; it admits until `limit` and resets at endMs. Its limit may be overridden by the
@@ -65,8 +63,6 @@ local retryAt = {}
 local limits = {}
 local current = {}
 local shadowOver = {}
-local oldestLive = {}
-local headChanged = {}
 local allowed = 1
 
 for i = 1, n do
@@ -99,36 +95,27 @@ for i = 1, n do
     local oldest = math.floor((now - windowMs) / bucketMs)
     current[i] = cur
 
-    -- Running total: 't' is the calls in the live buckets, 'o' the oldest bucket that may
-    -- hold some. Buckets that left the window are subtracted and deleted once each; 'o'
-    -- only moves forward, so the walk below is O(1) per call amortised, whatever the limit.
-    local head = redis.call('HMGET', key, 't', 'o')
-    local sum = tonumber(head[1] or '0')
-    local o = tonumber(head[2] or cur)
-    if sum <= 0 then
-      sum = 0
-      o = cur
-    else
-      while o < cur do
-        local c = redis.call('HGET', key, o)
-        if c then
-          if o >= oldest then break end
-          sum = sum - tonumber(c)
-          if not peek then redis.call('HDEL', key, o) end
-        end
-        o = o + 1
-      end
-      if sum <= 0 then
-        sum = 0
-        o = cur
+    -- Read the live buckets; drop the ones that left the window.
+    local flat = redis.call('HGETALL', key)
+    local stale = {}
+    local sum = 0
+    local first = nil
+    for j = 1, #flat, 2 do
+      local b = tonumber(flat[j])
+      if b < oldest then
+        stale[#stale + 1] = flat[j]
+      else
+        sum = sum + tonumber(flat[j + 1])
+        if first == nil or b < first then first = b end
       end
     end
-    oldestLive[i] = o
-    headChanged[i] = tostring(o) ~= head[2] or tostring(sum) ~= head[1]
+    if #stale > 0 and not peek then
+      redis.call('HDEL', key, unpack(stale))
+    end
 
     used[i] = sum
-    if sum > 0 then
-      resetAt[i] = (o + 1) * bucketMs + windowMs
+    if first ~= nil then
+      resetAt[i] = (first + 1) * bucketMs + windowMs
     else
       resetAt[i] = 0
     end
@@ -136,17 +123,20 @@ for i = 1, n do
     if sum + cost > limit and not force then
       over = true
       -- When enough of the oldest buckets have left for this call to fit. Only a window over
-      -- its limit needs the buckets in order, so only it pays for the walk.
+      -- its limit needs the buckets in order, so only it pays for the sort.
+      local live = {}
+      for j = 1, #flat, 2 do
+        local b = tonumber(flat[j])
+        if b >= oldest then live[#live + 1] = { b, tonumber(flat[j + 1]) } end
+      end
+      table.sort(live, function(x, y) return x[1] < y[1] end)
       local freed = 0
       local at = now + windowMs
-      for b = o, cur do
-        local c = redis.call('HGET', key, b)
-        if c then
-          freed = freed + tonumber(c)
-          if sum - freed + cost <= limit then
-            at = (b + 1) * bucketMs + windowMs
-            break
-          end
+      for j = 1, #live do
+        freed = freed + live[j][2]
+        if sum - freed + cost <= limit then
+          at = (live[j][1] + 1) * bucketMs + windowMs
+          break
         end
       end
       retryAt[i] = at
@@ -170,35 +160,13 @@ if allowed == 1 and not peek then
         redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[8 + base]) + 86400000)
       else
         local bucketMs = windowMs / buckets
-        local n = redis.call('HINCRBY', KEYS[i], current[i], cost)
-        if n <= 0 then redis.call('HDEL', KEYS[i], current[i]) end
-        local total = used[i] + cost
-        if total <= 0 then
-          redis.call('HDEL', KEYS[i], 't', 'o')
-        else
-          redis.call('HSET', KEYS[i], 't', total, 'o', oldestLive[i])
-        end
+        redis.call('HINCRBY', KEYS[i], current[i], cost)
         redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
         if resetAt[i] == 0 then
           resetAt[i] = (current[i] + 1) * bucketMs + windowMs
         end
       end
       used[i] = used[i] + cost
-    end
-  end
-end
-
--- A window whose expired buckets were dropped but that was not charged keeps its running
--- total true to what is left.
-if not peek then
-  for i = 1, n do
-    local charged = allowed == 1 and not shadowOver[i]
-    if headChanged[i] and not charged then
-      if used[i] <= 0 then
-        redis.call('HDEL', KEYS[i], 't', 'o')
-      else
-        redis.call('HSET', KEYS[i], 't', used[i], 'o', oldestLive[i])
-      end
     end
   end
 end
