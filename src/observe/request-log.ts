@@ -97,46 +97,31 @@ export function createFinisher(deps: {
     const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500
     // A 429 carries no fields of its own: a flood's lines take the prepared path too.
     const refusal = (o.kind === 'rate_limited' || o.kind === 'monthly_limited') && f.dryRun === null
+    // The fields every line has, in the order pino writes them.
+    const common = {
+      method: f.method,
+      path: f.path === null ? undefined : maskPathTokens(f.path),
+      class: cls,
+      key: adm?.classification.key,
+      limit: w?.limit,
+      remaining: w?.remaining,
+      reset: w?.resetSec,
+      team: m?.team,
+      used: m?.used,
+      quota: m?.quota,
+      status,
+      outcome: o.kind,
+      store_ms: adm?.decision?.storeMs,
+      duration_ms: round2(performance.now() - f.startedMs),
+    }
     if ((quiet || refusal) && plain !== null) {
-      plain(
-        {
-          method: f.method,
-          path: f.path === null ? undefined : maskPathTokens(f.path),
-          class: cls,
-          key: adm?.classification.key,
-          limit: w?.limit,
-          remaining: w?.remaining,
-          reset: w?.resetSec,
-          team: m?.team,
-          used: m?.used,
-          quota: m?.quota,
-          status,
-          outcome: o.kind,
-          store_ms: adm?.decision?.storeMs,
-          duration_ms: round2(performance.now() - f.startedMs),
-          upstream_ms:
-            o.kind === 'forwarded' && o.upstreamMs !== null ? round2(o.upstreamMs) : undefined,
-          api_change: f.apiChanges?.[0],
-        },
-        quiet ? 'info' : 'warn',
-        quiet ? 'request' : MESSAGE[o.kind]
-      )
+      const upstreamMs =
+        o.kind === 'forwarded' && o.upstreamMs !== null ? round2(o.upstreamMs) : undefined
+      const line = { ...common, upstream_ms: upstreamMs, api_change: f.apiChanges?.[0] }
+      plain(line, quiet ? 'info' : 'warn', quiet ? 'request' : MESSAGE[o.kind])
     } else {
       const line = {
-        method: f.method,
-        path: f.path === null ? undefined : maskPathTokens(f.path),
-        class: cls,
-        key: adm?.classification.key,
-        limit: w?.limit,
-        remaining: w?.remaining,
-        reset: w?.resetSec,
-        team: m?.team,
-        used: m?.used,
-        quota: m?.quota,
-        status,
-        outcome: o.kind,
-        store_ms: adm?.decision?.storeMs,
-        duration_ms: round2(performance.now() - f.startedMs),
+        ...common,
         ...outcomeFields(o),
         ...dryRunFields(f.dryRun),
         api_change: f.apiChanges?.[0],
