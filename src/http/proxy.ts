@@ -166,6 +166,13 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     const { req, res, extraHeaders, done } = f
     const started = performance.now()
     let upstreamMs: number | null = null
+    let resumeUpstream: () => void = () => {}
+    let abortUpstream: ((err?: Error) => void) | null = null
+    // The client left before the upstream finished: stop the upstream call.
+    res.once('close', () => {
+      if (!res.writableFinished)
+        abortUpstream?.(Object.assign(new Error('the client went away'), { code: 'ECONNRESET' }))
+    })
     let finished = false
     const finish = (r: ForwardResult) => {
       if (finished) return
@@ -174,7 +181,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     }
     const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, finish })
     // undici's dispatch with a handler: the upstream's raw headers go to the client as they
-    // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream does).
+    // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream did).
     pool.dispatch(
       {
         path: basePath + f.pathAndQuery,
@@ -189,36 +196,28 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         bodyTimeout: f.timeoutMs,
       },
       {
-        onRequestStart(controller) {
-          // The client left before the upstream answered: stop the upstream call.
-          res.once('close', () => {
-            if (!res.writableFinished)
-              controller.abort(
-                Object.assign(new Error('the client went away'), { code: 'ECONNRESET' })
-              )
-          })
+        // undici's handler interface that receives the raw headers unparsed (a handler with
+        // onResponseStart gets them parsed into an object first, by undici's UnwrapHandler).
+        onConnect(abort: (err?: Error) => void) {
+          abortUpstream = abort
         },
-        onResponseStart(controller, statusCode, headers) {
-          if (statusCode < 200) return // 1xx: Node's server answers 100-continue itself
+        onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
+          if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
           upstreamMs = performance.now() - started
-          const raw = Array.isArray(controller.rawHeaders)
-            ? controller.rawHeaders
-            : Object.entries(headers).flatMap(([k, v]) =>
-                Array.isArray(v) ? v.flatMap((x) => [k, x]) : [k, String(v)]
-              )
-          res.writeHead(statusCode, clientResponseHeaders(raw, extraHeaders))
+          res.writeHead(statusCode, clientResponseHeaders(rawHeaders, extraHeaders))
+          resumeUpstream = resume
+          return true
         },
-        onResponseData(controller, chunk) {
-          if (!res.write(chunk)) {
-            controller.pause()
-            res.once('drain', () => controller.resume())
-          }
+        onData(chunk: Buffer) {
+          if (res.write(chunk)) return true
+          res.once('drain', resumeUpstream)
+          return false
         },
-        onResponseEnd() {
+        onComplete() {
           res.end()
           finish({ status: res.statusCode, upstreamMs })
         },
-        onResponseError(_controller, err) {
+        onError(err: Error) {
           fail(err)
         },
       }
