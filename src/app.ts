@@ -57,14 +57,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const startedMs = performance.now()
     const method = req.method ?? 'GET'
     const g = await gate(req)
+    const apiChanges = g.history.breaking.map((e) => e.id)
     if (g.kind === 'refuse') {
       sendRefusal(res, g)
       const { path, admission, outcome } = g
-      const apiChanges = g.history.breaking.map((e) => e.id)
       return finish({ method, path, admission, startedMs, outcome, dryRun: null, apiChanges })
     }
     const { admission, path, snapshot } = g
-    const apiChanges = g.history.breaking.map((e) => e.id)
     const done = (outcome: Outcome, dryRun: DryRun | null) =>
       finish({ method, path, admission, startedMs, outcome, dryRun, apiChanges })
 
@@ -80,9 +79,10 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
     let body = sized.body
     if (g.pendingHistory.length > 0 && body === undefined) {
-      const read = await bodyHistory(deps, req, g, apiChanges)
+      const read = await bodyHistory(deps, req, g)
       if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
-      body = read
+      body = read.body
+      apiChanges.push(...read.breaking)
     }
     forwarder.forward({
       req,

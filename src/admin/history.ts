@@ -1,5 +1,5 @@
 import type { Hono } from 'hono'
-import { HISTORY } from '../http/gate.js'
+import { HISTORY } from '../history/match.js'
 import type { HistoryIndex } from '../history/match.js'
 import type { ReportStore } from '../history/report-store.js'
 import { compareVersions, parseVersion } from '../history/version.js'

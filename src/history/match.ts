@@ -177,3 +177,6 @@ export function decide(
   }
   return { gone: null, headers, breaking }
 }
+
+/** The API's change history, compiled once from its tables. */
+export const HISTORY = compileHistory()

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http'
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import { historyOf, type GateDeps, type Pass } from './gate.js'
 import type { DryRun } from './outcome.js'
-import { readBodyUpTo, replayThenRest } from './read-body.js'
+import { readJsonBody } from './read-body.js'
 import { checkSize } from './size-gate.js'
 import { sizeCheckFor } from './size-limits.js'
 
@@ -11,42 +11,28 @@ import { sizeCheckFor } from './size-limits.js'
 
 /**
  * SPEC §8 changes recognised by the body (Move Rows to Big Data without `view_name`): the
- * body is read (up to max_body_bytes) and forwarded as read. Null when the client left.
+ * body is read (up to max_body_bytes) and forwarded as read; the entries it matches are
+ * recorded for the upgrade report and returned for the log line. Null when the client left.
  */
 export async function bodyHistory(
   deps: GateDeps,
   req: IncomingMessage,
-  g: Pass,
-  apiChanges: string[]
-): Promise<Buffer | Readable | null> {
-  const read = await readBodyUpTo(req, g.snapshot.config.sizeLimits.maxBodyBytes)
+  g: Pass
+): Promise<{ body: Buffer | Readable; breaking: readonly string[] } | null> {
+  const read = await readJsonBody(req, g.snapshot.config.sizeLimits.maxBodyBytes)
   if (read.kind === 'aborted') return null
   // Too large to look at: forwarded as it comes, unrecognised.
-  if (read.kind === 'too_large')
-    return Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
-  let json: unknown = null
-  try {
-    json = JSON.parse(read.body.toString('utf8'))
-  } catch {
-    // Not JSON: the server judges it; the change is about a field of a JSON body.
-  }
-  const lacking = g.pendingHistory.filter(
-    (m) =>
-      json !== null && typeof json === 'object' && !Array.isArray(json) && !(m.bodyWithout! in json)
-  )
-  const method = req.method ?? 'GET'
-  const h = historyOf(
-    deps,
-    g.snapshot,
-    { method, path: g.path, query: g.query },
-    lacking.map((m) => ({ ...m, bodyWithout: null }))
-  )
+  if (read.kind === 'too_large') return { body: read.rest, breaking: [] }
+  const json = read.json
+  // Not a JSON object: the server judges it; the change is about a field of one.
+  const isObject = json !== null && typeof json === 'object' && !Array.isArray(json)
+  const lacking = isObject
+    ? g.pendingHistory.filter((m) => !(m.bodyWithout! in json)).map((m) => m.entry)
+    : []
+  const h = historyOf(deps, g.snapshot, { method: req.method ?? 'GET', path: g.path }, lacking)
   const nowMs = (deps.now ?? Date.now)()
-  for (const e of h.breaking) {
-    deps.recorder?.record(e.id, g.admission.classification.key, nowMs)
-    apiChanges.push(e.id)
-  }
-  return read.body
+  for (const e of h.breaking) deps.recorder?.record(e.id, g.admission.classification.key, nowMs)
+  return { body: read.body, breaking: h.breaking.map((e) => e.id) }
 }
 
 export type Sized =

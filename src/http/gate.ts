@@ -1,13 +1,8 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Snapshot } from '../config/snapshot.js'
 import { StoreError } from '../limiter/store-error.js'
-import {
-  compileHistory,
-  decide,
-  NO_HISTORY,
-  type HistoryDecision,
-  type Match,
-} from '../history/match.js'
+import { decide, HISTORY, NO_HISTORY, type HistoryDecision, type Match } from '../history/match.js'
+import type { HistoryEntry } from '../history/table.js'
 import type { LimiterStore } from '../types.js'
 import { baseUuidOfPath } from './base-uuid.js'
 import { normalizePath, splitTarget } from './normalize-path.js'
@@ -56,22 +51,18 @@ export interface GateDeps {
   recorder?: { record(entryId: string, key: string, nowMs: number): void }
 }
 
-/** The API's change history, compiled once from its tables. */
-export const HISTORY = compileHistory()
-
 /** SPEC §8 on one admitted call: 410, deprecation headers, and what to record. */
 export function historyOf(
   deps: GateDeps,
   snapshot: Snapshot,
-  req: { method: string; path: string; query: string },
-  matches: readonly Match[]
+  req: { method: string; path: string },
+  entries: readonly HistoryEntry[]
 ): HistoryDecision {
-  const ready = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
-  if (ready.length === 0) return NO_HISTORY
+  if (entries.length === 0) return NO_HISTORY
   const { removed, deprecationHeaders } = snapshot.config.history
   const uuid = baseUuidOfPath(req.path)
   const server = deps.serverVersion?.() ?? null
-  return decide(HISTORY, ready, server, { removed, deprecationHeaders }, { ...req, uuid })
+  return decide(HISTORY, entries, server, { removed, deprecationHeaders }, { ...req, uuid })
 }
 
 /** How many Host headers came (headersDistinct would build an object of every header per call). */
@@ -152,7 +143,8 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
         pendingHistory: [],
       }
     }
-    const history = historyOf(deps, snapshot, { method, path, query }, matches)
+    const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
+    const history = historyOf(deps, snapshot, { method, path }, known)
     const nowMs = now()
     for (const e of history.breaking)
       deps.recorder?.record(e.id, admission.classification.key, nowMs)

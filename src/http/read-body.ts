@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http'
+import { Readable } from 'node:stream'
 
 export type BodyRead =
   | { kind: 'ok'; body: Buffer }
@@ -51,4 +52,30 @@ export async function* replayThenRest(
   for (const c of chunks) yield c
   req.resume()
   for await (const c of req) yield c as Buffer
+}
+
+export type JsonBodyRead =
+  | { kind: 'aborted' }
+  /** Over the cap: the body as received, still streaming (what was read, then the rest). */
+  | { kind: 'too_large'; rest: Readable }
+  /** `json` is undefined when the body is not valid JSON. */
+  | { kind: 'ok'; body: Buffer; json: unknown }
+
+/** A small JSON body read whole (up to `maxBytes`) and parsed, kept byte for byte to forward. */
+export async function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<JsonBodyRead> {
+  const read = await readBodyUpTo(req, maxBytes)
+  if (read.kind === 'aborted') return read
+  if (read.kind === 'too_large') {
+    return {
+      kind: 'too_large',
+      rest: Readable.from(replayThenRest(read.chunks, req), { objectMode: false }),
+    }
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(read.body.toString('utf8'))
+  } catch {
+    json = undefined
+  }
+  return { kind: 'ok', body: read.body, json }
 }

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http'
-import { Readable, Transform, type TransformCallback } from 'node:stream'
+import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { SizeLimits } from '../types.js'
 import { JsonArrayCounter, JsonSyntaxError } from './json-array-count.js'
-import { readBodyUpTo, replayThenRest } from './read-body.js'
+import { readJsonBody } from './read-body.js'
 import {
   countListRows,
   countSqlRows,
@@ -140,21 +140,15 @@ export async function checkSize(
     return { body: s.body, streamed: { violation: s.violation } }
   }
   // SQL: a statement is small; the body is read (up to the cap) to find `sql` and `parameters`.
-  const read = await readBodyUpTo(req, limits.maxBodyBytes)
+  const read = await readJsonBody(req, limits.maxBodyBytes)
   if (read.kind === 'aborted') return { aborted: true }
   if (read.kind === 'too_large') {
-    const rest = opts.keepRestForDryRun
-      ? Readable.from(replayThenRest(read.chunks, req), { objectMode: false })
-      : undefined
-    return { body: rest, refusal: overCap(limits) }
+    return { body: opts.keepRestForDryRun ? read.rest : undefined, refusal: overCap(limits) }
   }
-  let json: unknown
-  try {
-    json = JSON.parse(read.body.toString('utf8'))
-  } catch {
+  if (read.json === undefined) {
     return { body: read.body, refusal: { status: 400, message: 'the body is not valid JSON' } }
   }
-  return judge(countSqlRows(json), check.name, limit, { body: read.body })
+  return judge(countSqlRows(read.json), check.name, limit, { body: read.body })
 }
 
 function judge(count: Count, name: SizeLimitName, limit: number, out: SizeOutcome): SizeOutcome {
