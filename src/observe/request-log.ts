@@ -3,7 +3,7 @@ import { statusOf } from '../http/outcome.js'
 import type { Admission } from '../http/rate-limit.js'
 import type { Logger } from './log.js'
 import { maskPathTokens } from './mask-path.js'
-import { createPlainLineWriter } from './request-line.js'
+import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
 
@@ -115,9 +115,11 @@ export function createFinisher(deps: {
       duration_ms: round2(performance.now() - f.startedMs),
     }
     if ((quiet || refusal) && plain !== null) {
-      const upstreamMs =
+      // The hot path: the one object, completed in place (no copy per request).
+      const line = common as PlainLine
+      line.upstream_ms =
         o.kind === 'forwarded' && o.upstreamMs !== null ? round2(o.upstreamMs) : undefined
-      const line = { ...common, upstream_ms: upstreamMs, api_change: f.apiChanges?.[0] }
+      line.api_change = f.apiChanges?.[0]
       plain(line, quiet ? 'info' : 'warn', quiet ? 'request' : MESSAGE[o.kind])
     } else {
       const line = {
