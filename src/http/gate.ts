@@ -81,11 +81,14 @@ function refuse(
   status: number,
   message: string | null,
   outcome: Outcome,
-  path: string | null,
-  admission: Admission | null,
-  headers: OutgoingHttpHeaders | null = null,
-  history: HistoryDecision = NO_HISTORY
+  at: {
+    path: string | null
+    admission?: Admission | null
+    headers?: OutgoingHttpHeaders | null
+    history?: HistoryDecision
+  }
 ): Refusal {
+  const { path, admission = null, headers = null, history = NO_HISTORY } = at
   return { kind: 'refuse', status, message, headers, outcome, path, admission, history }
 }
 
@@ -101,12 +104,12 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
     const { path: rawPath, query } = splitTarget(req.url ?? '/')
     const norm = normalizePath(rawPath)
     if (!norm.ok)
-      return refuse(400, norm.reason, { kind: 'bad_path', reason: norm.reason }, null, null)
+      return refuse(400, norm.reason, { kind: 'bad_path', reason: norm.reason }, { path: null })
     const path = norm.path
     // Two Host headers name two servers: which one is meant cannot be known (issue #11).
     if (hostCount(req.rawHeaders) > 1) {
       const reason = 'the request has more than one Host header'
-      return refuse(400, reason, { kind: 'bad_request', reason }, path, null)
+      return refuse(400, reason, { kind: 'bad_request', reason }, { path })
     }
     let admission: Admission
     try {
@@ -114,7 +117,7 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
       const outcome: Outcome = { kind: 'store_unavailable' }
-      return refuse(503, STORE_DOWN, outcome, path, null, { 'retry-after': '1' })
+      return refuse(503, STORE_DOWN, outcome, { path, headers: { 'retry-after': '1' } })
     }
     const { refused, shadowRules } = admission
     const enforce = snapshot.config.mode === 'enforce'
@@ -124,7 +127,7 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
         const outcome: Outcome = {
           kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited',
         }
-        return refuse(429, null, outcome, path, admission, admission.headers)
+        return refuse(429, null, outcome, { path, admission, headers: admission.headers })
       }
       // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
       dryRun = { ...dryRun, refusal: refused }
@@ -152,7 +155,13 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
       const { entry, message } = history.gone
       const outcome: Outcome = { kind: 'gone', entry: entry.id, message }
-      if (enforce) return refuse(410, message, outcome, path, admission, admission.headers, history)
+      if (enforce)
+        return refuse(410, message, outcome, {
+          path,
+          admission,
+          headers: admission.headers,
+          history,
+        })
       dryRun = { ...dryRun, gone: entry.id }
     }
     const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
