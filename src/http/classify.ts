@@ -22,6 +22,8 @@ const ACCOUNT_PREFIXES = ['/api/v2.1/', '/api2/', '/api/v1/']
 
 type LimitedClass = Exclude<RequestClass, 'exempt'>
 
+const NO_RULES: readonly never[] = []
+
 interface CompiledRule {
   name: string
   methods: ReadonlySet<string> | null
@@ -183,9 +185,11 @@ export function compileClassifier(
     if (cls === 'exempt' || (uuid !== null && allowBases.has(uuid))) {
       return { cls, key, charges: [], emitHeaders: false }
     }
-    const matched = rules.filter(
-      (r) => (r.methods === null || r.methods.has(method)) && r.re.test(path)
-    )
+    // Most deployments have no rules: no array built per call then.
+    const matched =
+      rules.length === 0
+        ? NO_RULES
+        : rules.filter((r) => (r.methods === null || r.methods.has(method)) && r.re.test(path))
     const charges = build({
       subject: keys.subject(uuid, clientIpKey),
       cls,
