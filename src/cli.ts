@@ -1,12 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { formatProblems, loadConfigFile } from './config/load.js'
-import {
-  applyOverrides,
-  checkApplied,
-  parseFlagOverrides,
-  type FlagOverrides,
-} from './config/overrides.js'
+import { parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
 import type { ConfigProblem } from './types.js'
 import { runUpgradeReport } from './upgrade-report-cli.js'
 import { runDemoUpstream } from './demo-upstream.js'
@@ -44,9 +39,8 @@ export function version(): string {
 
 /** `basegate check`: exit 0 when the configuration is valid, else 2 with one line per problem. */
 async function check(cli: Cli): Promise<never> {
-  const loaded = await loadConfigFile(cli.file)
+  const loaded = await loadConfigFile(cli.file, process.env, cli.flags)
   const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
-  if (loaded.ok) problems.push(...checkApplied(applyOverrides(loaded.config, cli.flags)))
   if (problems.length === 0) {
     process.stdout.write(`${cli.file}: valid\n`)
     process.exit(0)

@@ -10,7 +10,6 @@ import { createGateway, type Gateway } from './app.js'
 import { parseCli, version, type Cli } from './cli.js'
 import { ConfigHolder } from './config/holder.js'
 import { formatProblems, loadConfigFile } from './config/load.js'
-import { applyOverrides, checkApplied } from './config/overrides.js'
 import { maskUrl } from './admin/mask.js'
 import { createStore, type Stores } from './deps.js'
 import { createForwarder, type Forwarder } from './http/proxy.js'
@@ -112,11 +111,8 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
 }
 
 async function boot(cli: Cli): Promise<Instance> {
-  const loaded = await loadConfigFile(cli.file)
-  const problems = [
-    ...cli.problems,
-    ...(loaded.ok ? checkApplied(applyOverrides(loaded.config, cli.flags)) : loaded.problems),
-  ]
+  const loaded = await loadConfigFile(cli.file, process.env, cli.flags)
+  const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
   if (!loaded.ok || problems.length > 0) {
     process.stderr.write(formatProblems(problems) + '\n')
     process.exit(2)

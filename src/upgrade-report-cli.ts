@@ -2,7 +2,7 @@ import { request } from 'undici'
 import { Cluster, Redis } from 'ioredis'
 import { upgradeReport } from './admin/history.js'
 import { loadConfigFile, formatProblems } from './config/load.js'
-import { applyOverrides, type FlagOverrides } from './config/overrides.js'
+import type { FlagOverrides } from './config/overrides.js'
 import { HISTORY } from './history/match.js'
 import { RedisReportStore } from './history/report-store.js'
 import { fetchServerVersion } from './history/server-version.js'
@@ -128,12 +128,12 @@ export async function runUpgradeReport(
     process.stderr.write(`--from: ${JSON.stringify(from)} is not a version\n`)
     process.exit(2)
   }
-  const loaded = await loadConfigFile(file)
+  const loaded = await loadConfigFile(file, process.env, flags)
   if (!loaded.ok) {
     process.stderr.write(formatProblems(loaded.problems) + '\n')
     process.exit(2)
   }
-  const config = applyOverrides(loaded.config, flags)
+  const config = loaded.config
   const report =
     (await fromAdmin(config, version, from)) ??
     (await fromStore(config, version, from ?? undefined))

@@ -1,7 +1,7 @@
 import type { TeamOverride } from '../quota/teams.js'
 import type { Config, ConfigProblem } from '../types.js'
 import { loadConfigFile } from './load.js'
-import { applyOverrides, type FlagOverrides } from './overrides.js'
+import type { FlagOverrides } from './overrides.js'
 import { compileSnapshot, type Snapshot } from './snapshot.js'
 import { isLoopback } from './build.js'
 
@@ -53,10 +53,11 @@ export class ConfigHolder {
 
   constructor(
     readonly file: string,
+    /** Loaded with the flags (loadConfigFile's `flags`), as every reload is. */
     config: Config,
     private readonly flags: FlagOverrides
   ) {
-    this.snap = compileSnapshot(applyOverrides(config, flags), this.teams)
+    this.snap = compileSnapshot(config, this.teams)
   }
 
   get current(): Snapshot {
@@ -68,10 +69,10 @@ export class ConfigHolder {
   }
 
   async reload(): Promise<ReloadResult> {
-    const result = await loadConfigFile(this.file)
+    const result = await loadConfigFile(this.file, process.env, this.flags)
     if (!result.ok) return result
     const running = this.snap.config
-    const { config, needsRestart } = keepRunning(running, applyOverrides(result.config, this.flags))
+    const { config, needsRestart } = keepRunning(running, result.config)
     // Issue #11: a reload may never open an admin listener on a public address.
     if (config.admin.token === '' && !isLoopback(config.admin.host)) {
       const message = `cannot be emptied while the admin listener is on ${JSON.stringify(config.admin.host)} (not loopback)`

@@ -4,6 +4,7 @@ import type { $ZodIssue } from 'zod/v4/core'
 import type { Config, ConfigProblem } from '../types.js'
 import { buildConfig } from './build.js'
 import { limitsFileSchema } from './schema.js'
+import { applyFlagsToDocument, type FlagOverrides } from './overrides.js'
 
 export type LoadResult = { ok: true; config: Config } | { ok: false; problems: ConfigProblem[] }
 
@@ -168,7 +169,8 @@ function dedupe(problems: ConfigProblem[]): ConfigProblem[] {
 export function parseConfig(
   text: string,
   env: NodeJS.ProcessEnv = process.env,
-  fileName = 'limits.yaml'
+  fileName = 'limits.yaml',
+  flags: FlagOverrides = {}
 ): LoadResult {
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
   if (doc.errors.length > 0) {
@@ -200,6 +202,7 @@ export function parseConfig(
   // A variable that is not set is reported, and its field checked no further.
   const raw = doc.toJS() ?? {}
   for (const p of problems) dropPath(raw, fieldPath(p.field))
+  applyFlagsToDocument(raw, flags)
   const v = validate(raw)
   const all = dedupe([...problems, ...v.problems])
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
@@ -216,7 +219,8 @@ function fieldPath(field: string): PropertyKey[] {
 
 export async function loadConfigFile(
   file: string,
-  env: NodeJS.ProcessEnv = process.env
+  env: NodeJS.ProcessEnv = process.env,
+  flags: FlagOverrides = {}
 ): Promise<LoadResult> {
   let text: string
   try {
@@ -240,7 +244,7 @@ export async function loadConfigFile(
       problems: [{ field: file, message: 'is empty (write {} to take every default)' }],
     }
   }
-  return parseConfig(text, env, file)
+  return parseConfig(text, env, file, flags)
 }
 
 export function formatProblems(problems: readonly ConfigProblem[]): string {

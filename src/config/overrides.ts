@@ -1,4 +1,4 @@
-import type { Config, ConfigProblem } from '../types.js'
+import type { ConfigProblem } from '../types.js'
 
 /** SPEC §1: flags that beat the file. */
 export interface FlagOverrides {
@@ -39,24 +39,20 @@ export function parseFlagOverrides(flags: { port?: string; upstream?: string; re
   return { overrides, problems }
 }
 
-/** Cross-field checks that only hold once the flags are applied (SPEC §1: a flag beats the file). */
-export function checkApplied(c: Config): ConfigProblem[] {
-  if (c.admin.port !== 0 && c.admin.port === c.listen.port) {
-    return [
-      {
-        field: 'admin.port',
-        message: `${c.admin.port} is the proxy's port (listen.port or --port); the admin listener needs its own`,
-      },
-    ]
+/**
+ * Puts the flags into the parsed document before it is validated, so every check (the admin
+ * port against the proxy's, a URL's scheme) sees the values that will run, and a flag beats
+ * the file at start and on every reload alike.
+ */
+export function applyFlagsToDocument(raw: unknown, o: FlagOverrides): void {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return
+  const doc = raw as Record<string, Record<string, unknown> | undefined>
+  const section = (k: string): Record<string, unknown> => {
+    const v = doc[k]
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) doc[k] = {}
+    return doc[k]!
   }
-  return []
-}
-
-export function applyOverrides(config: Config, o: FlagOverrides): Config {
-  return {
-    ...config,
-    listen: o.port === undefined ? config.listen : { ...config.listen, port: o.port },
-    upstream: o.upstream === undefined ? config.upstream : { ...config.upstream, url: o.upstream },
-    store: o.redis === undefined ? config.store : { ...config.store, url: o.redis, cluster: [] },
-  }
+  if (o.port !== undefined) section('listen').port = o.port
+  if (o.upstream !== undefined) section('upstream').url = o.upstream
+  if (o.redis !== undefined) Object.assign(section('store'), { url: o.redis, cluster: [] })
 }

@@ -162,3 +162,29 @@ describe('command line (SPEC §1)', () => {
     }
   })
 })
+
+describe('basegate check (SPEC §1)', () => {
+  it('exit 0 for a valid file, with the flags applied', async () => {
+    const r = await runOnce(['check', '--config', writeConfig('listen: { port: 8081 }\n')])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toContain('valid')
+  })
+
+  it('exit 2 and every problem at once: env, schema, cross-field, and --port in the port check', async () => {
+    const file = writeConfig(
+      'admin: { port: 9999 }\nstore: { url: "${BASEGATE_CHECK_UNSET}" }\nrate_limits: { base: 5/mn }\nmonthly: { teams: [ { id: t, plan: gold } ] }\n'
+    )
+    const r = await runOnce(['check', '--config', file, '--port', '9999'])
+    expect(r.code).toBe(2)
+    const lines = r.stderr.trim().split('\n')
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^store\.url: \$\{BASEGATE_CHECK_UNSET\} is not set/),
+        'rate_limits.base: "5/mn" is not a rate',
+        'monthly.teams[0].plan: "gold" is not a plan',
+        expect.stringMatching(/^admin\.port: 9999 is the proxy's port/),
+      ])
+    )
+    expect(lines).toHaveLength(4)
+  })
+})
