@@ -1,9 +1,10 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
-import { freePort, waitForPing } from './redis.js'
+import { Cluster, Redis } from 'ioredis'
+import { afterAll, beforeAll } from 'vitest'
+import { freePort, spawnRedisServer, waitForPing } from './redis.js'
 
 // A real three-node Redis Cluster on loopback (no replicas), made with `redis-cli --cluster
 // create`. Nodes can be killed and restarted; they rejoin from their nodes.conf.
@@ -17,30 +18,9 @@ export interface TestCluster {
 }
 
 function startNode(port: number, dir: string): ChildProcess {
-  return spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--cluster-enabled',
-      'yes',
-      '--cluster-config-file',
-      `nodes-${port}.conf`,
-      '--cluster-node-timeout',
-      '1000',
-      '--cluster-require-full-coverage',
-      'no',
-      '--dir',
-      dir,
-    ],
-    { stdio: 'ignore' }
-  )
+  const cluster = ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`]
+  const timing = ['--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no']
+  return spawnRedisServer(port, [...cluster, ...timing], dir)
 }
 
 async function clusterOk(port: number): Promise<boolean> {
@@ -121,6 +101,37 @@ export async function startCluster(): Promise<TestCluster> {
     stop: async () => {
       await Promise.all(nodes.map((_, i) => kill(i)))
       rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/**
+ * A cluster for one test file: started before its tests, stopped after, with a `client()` that
+ * connects as src/deps.ts does (no auto-pipelining in Cluster mode: redis/ioredis#2109).
+ */
+export function useCluster(): { readonly cluster: TestCluster; client(): Cluster } {
+  let cluster: TestCluster | undefined
+  const clients: Cluster[] = []
+  beforeAll(async () => {
+    cluster = await startCluster()
+  }, 60_000)
+  afterAll(async () => {
+    for (const c of clients) c.disconnect()
+    await cluster?.stop()
+  })
+  return {
+    get cluster() {
+      return cluster!
+    },
+    client() {
+      const nodes = cluster!.urls.map((u) => ({ host: '127.0.0.1', port: Number(new URL(u).port) }))
+      const c = new Cluster(nodes, {
+        enableAutoPipelining: false,
+        redisOptions: { commandTimeout: 2000 },
+      })
+      c.on('error', () => {})
+      clients.push(c)
+      return c
     },
   }
 }

@@ -1,12 +1,11 @@
-import { Cluster } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   MemoryReportStore,
   RedisReportStore,
   UpgradeRecorder,
 } from '../../src/history/report-store.js'
 import { useRedis } from '../helpers/redis.js'
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js'
+import { useCluster } from '../helpers/redis-cluster.js'
 import { batch, reportContract } from './report-contract.js'
 
 const db = useRedis()
@@ -19,26 +18,7 @@ reportContract(
 )
 
 describe('RedisReportStore on a Redis Cluster', () => {
-  let cluster: TestCluster
-  const clients: Cluster[] = []
-  beforeAll(async () => {
-    cluster = await startCluster()
-  }, 60_000)
-  afterAll(async () => {
-    for (const c of clients) c.disconnect()
-    await cluster?.stop()
-  })
-  const client = () => {
-    const c = new Cluster(
-      cluster.urls.map((u) => ({ host: '127.0.0.1', port: Number(new URL(u).port) })),
-      {
-        enableAutoPipelining: false,
-      }
-    )
-    c.on('error', () => {})
-    clients.push(c)
-    return c
-  }
+  const { client } = useCluster()
   it('counts across instances, each entry on its own slot', async () => {
     const a = new RedisReportStore(client(), 'bgr:')
     const b = new RedisReportStore(client(), 'bgr:')

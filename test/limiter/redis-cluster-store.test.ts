@@ -1,35 +1,12 @@
-import { Cluster } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import calculateSlot from 'cluster-key-slot'
 import { RedisStore } from '../../src/limiter/redis-store.js'
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js'
+import { useCluster } from '../helpers/redis-cluster.js'
 import { calendarContract, charge, storeContract } from './store-contract.js'
 
-let cluster: TestCluster
-const clients: Cluster[] = []
+const shared = useCluster()
+const client = () => shared.client()
 let made = 0
-
-function client(): Cluster {
-  const c = new Cluster(
-    cluster.urls.map((u) => ({ host: '127.0.0.1', port: Number(new URL(u).port) })),
-    {
-      // As src/deps.ts: auto-pipelining breaks scripts in Cluster mode (redis/ioredis#2109).
-      enableAutoPipelining: false,
-      redisOptions: { commandTimeout: 2000 },
-    }
-  )
-  c.on('error', () => {})
-  clients.push(c)
-  return c
-}
-
-beforeAll(async () => {
-  cluster = await startCluster()
-}, 60_000)
-afterAll(async () => {
-  for (const c of clients) c.disconnect()
-  await cluster?.stop()
-})
 
 // The contract drives time by hand: the caller's clock. Production's store clock is tested below.
 const store = () =>
@@ -89,9 +66,9 @@ describe('Redis Cluster: windows across slots', () => {
     expect((await s.consume([c], Date.now())).allowed).toBe(true)
     const slot = calculateSlot(`bgc${made - 1}:${c.key}`)
     const owner = await findOwner(slot)
-    await cluster.kill(owner)
+    await shared.cluster.kill(owner)
     await expect(s.consume([c], Date.now())).rejects.toThrow()
-    await cluster.restart(owner)
+    await shared.cluster.restart(owner)
     const deadline = Date.now() + 15_000
     let ok = false
     while (!ok && Date.now() < deadline) {
@@ -109,6 +86,6 @@ async function findOwner(slot: number): Promise<number> {
   const c = client()
   const slots = (await c.cluster('SLOTS')) as unknown as [number, number, [string, number]][]
   for (const [from, to, [, port]] of slots)
-    if (slot >= from && slot <= to) return cluster.ports.indexOf(port)
+    if (slot >= from && slot <= to) return shared.cluster.ports.indexOf(port)
   throw new Error('no owner')
 }
