@@ -1,10 +1,9 @@
-import { spawnSync } from 'node:child_process'
 import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { redisPid, startRedis, type TestRedis } from '../helpers/redis.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #11: one test per finding, named after it (the rest live beside the code they test:
@@ -15,13 +14,6 @@ const up = useStubUpstream()
 const U = 'dddddddd-0d3b-4c59-9a51-3e2d7c8b9a10'
 const rows = `/api-gateway/api/v2/dtables/${U}/rows/`
 const sql = `/api-gateway/api/v2/dtables/${U}/sql/`
-
-function redisPid(port: number): number {
-  const out = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'server'], {
-    encoding: 'utf8',
-  }).stdout
-  return Number(/process_id:(\d+)/.exec(out)![1])
-}
 
 /** Raw bytes on a socket, the answer's text (the socket is left to close). */
 function raw(port: number, text: string, waitMs = 1500): Promise<string> {

@@ -263,30 +263,15 @@ describe('dry-run and reload', () => {
 
   it('size_limits reload with SIGHUP', async () => {
     const g = await startGateway(testYaml(up.url, 'size_limits: { append_rows: 5 }'))
+    const appendSix = async () =>
+      (await send(g.port, { method: 'POST', path: rows(30), headers: json, body: bodyWithRows(6) }))
+        .status
     try {
-      expect(
-        (
-          await send(g.port, {
-            method: 'POST',
-            path: rows(30),
-            headers: json,
-            body: bodyWithRows(6),
-          })
-        ).status
-      ).toBe(400)
+      expect(await appendSix()).toBe(400)
       writeFileSync(g.configFile, testYaml(up.url, 'size_limits: { append_rows: 10 }'))
       g.proc.kill('SIGHUP')
       await g.waitForLog((l) => l.msg === 'configuration reloaded')
-      expect(
-        (
-          await send(g.port, {
-            method: 'POST',
-            path: rows(30),
-            headers: json,
-            body: bodyWithRows(6),
-          })
-        ).status
-      ).toBe(200)
+      expect(await appendSix()).toBe(200)
     } finally {
       await g.stop()
     }

@@ -1,21 +1,13 @@
-import { spawnSync } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { redisPid, startRedis, type TestRedis } from '../helpers/redis.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 
 const up = useStubUpstream()
 
 const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-2222-4c59-9a51-3e2d7c8b9a10`
 const admin = (port: number, path: string) => send(port, { path })
-
-function redisPid(port: number): number {
-  const out = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'server'], {
-    encoding: 'utf8',
-  }).stdout
-  return Number(/process_id:(\d+)/.exec(out)![1])
-}
 
 describe('store.on_error: open', () => {
   let redis: TestRedis

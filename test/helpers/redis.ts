@@ -198,3 +198,11 @@ export function useRedis(): {
     },
   }
 }
+
+/** The process id of the redis-server on a port (to SIGSTOP it: a hung Redis). */
+export function redisPid(port: number): number {
+  const out = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'server'], {
+    encoding: 'utf8',
+  }).stdout
+  return Number(/process_id:(\d+)/.exec(out)![1])
+}
