@@ -45,6 +45,10 @@ describe('graceful restart (SIGTERM)', () => {
       await new Promise((r) => setTimeout(r, 50))
       // Draining: the proxy port takes no new connection, the admin listener still answers.
       expect((await send(a.adminPort, { path: '/healthz' })).status).toBe(200)
+      // SPEC §7: not ready while draining, so the orchestrator stops sending traffic here.
+      const ready = await send(a.adminPort, { path: '/readyz' })
+      expect(ready.status).toBe(503)
+      expect(JSON.parse(ready.body).status).toBe('draining')
       const later = Array.from({ length: 20 }, (_, i) => call(100 + i))
       const answers = await Promise.all([...inflight, ...later])
       expect(answers.map((x) => x.status)).toEqual(Array(40).fill(200))
