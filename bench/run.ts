@@ -293,7 +293,7 @@ async function main(): Promise<void> {
     },
     {
       name: 'hot',
-      title: 'one hot base, every call admitted (its key holds all 50 buckets of the window)',
+      title: 'one hot base, every call admitted',
       baseLimit: '10000000/min',
       max: 10_000_000,
       lua: HOT_LUA,
