@@ -5,7 +5,8 @@ import { createServer, type Server } from 'node:http'
 import { request } from 'undici'
 import type { AddressInfo } from 'node:net'
 import { basename, dirname } from 'node:path'
-import { createAdminApp } from './admin/routes.js'
+import cluster from 'node:cluster'
+import { createAdminApp, type AdminDeps } from './admin/routes.js'
 import { createGateway, type Gateway } from './app.js'
 import { parseCli, version, type Cli } from './cli.js'
 import { ConfigHolder } from './config/holder.js'
@@ -15,7 +16,10 @@ import { createStore, type Stores } from './deps.js'
 import { createForwarder, type Forwarder } from './http/proxy.js'
 import { createLogger, type Logger } from './observe/log.js'
 import { Metrics } from './observe/metrics.js'
-import { UsageSummary } from './observe/summary.js'
+import { UsageSummary, type SummaryCounts } from './observe/summary.js'
+import { resolveWorkers } from './workers/count.js'
+import { WorkerPool } from './workers/primary.js'
+import { receiveConfig, serveWorker } from './workers/worker.js'
 import { UpgradeRecorder } from './history/report-store.js'
 import { ServerVersion } from './history/server-version.js'
 import type { Config } from './types.js'
@@ -24,23 +28,29 @@ const DRAIN_MS = 10_000
 const SUMMARY_MS = 60_000
 const WATCH_DEBOUNCE_MS = 250
 const STORE_WAIT_MS = 5_000
+const WORKER_CONFIG_WAIT_MS = 10_000
 
-/** Everything a running instance is made of. */
-interface Instance {
+type MetricsSnapshot = Awaited<ReturnType<Metrics['snapshot']>>
+
+/** What every basegate process holds (one serving alone, a primary, a worker). */
+interface Core {
   file: string
   logger: Logger
   metrics: Metrics
   summary: UsageSummary
   holder: ConfigHolder
   stores: Stores
-  forwarder: Forwarder
-  gateway: Gateway
   serverVersion: ServerVersion
   recorder: UpgradeRecorder
-  proxy: Server
-  admin: Server
   draining: boolean
   reload(source: string): ReturnType<ConfigHolder['reload']>
+}
+
+/** A process that serves the proxy port (alone, or as a worker). */
+interface Proxy {
+  forwarder: Forwarder
+  gateway: Gateway
+  server: Server
 }
 
 function listenOn(server: Server, port: number, host: string): Promise<AddressInfo> {
@@ -54,7 +64,7 @@ function listenOn(server: Server, port: number, host: string): Promise<AddressIn
 }
 
 /** Team changes made through any instance's admin API (kept in the store). */
-async function refreshTeams(i: Pick<Instance, 'holder' | 'stores' | 'logger'>): Promise<void> {
+async function refreshTeams(i: Pick<Core, 'holder' | 'stores' | 'logger'>): Promise<void> {
   try {
     i.holder.setTeamOverrides(await i.stores.overrides.load())
   } catch (err) {
@@ -110,20 +120,27 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
   return proxy
 }
 
-async function boot(cli: Cli): Promise<Instance> {
+/** The configuration to start with, or exit 2 with every problem (SPEC §1). */
+async function loadOrExit(cli: Cli): Promise<Config> {
   const loaded = await loadConfigFile(cli.file, process.env, cli.flags)
   const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
   if (!loaded.ok || problems.length > 0) {
     process.stderr.write(formatProblems(problems) + '\n')
     process.exit(2)
   }
-  const logger = createLogger()
+  return loaded.config
+}
+
+/** The parts every role has: config, store, metrics, the server's version, the report. */
+async function bootCore(
+  cli: Cli,
+  config: Config,
+  logger: Logger,
+  onApplied: (config: Config) => void = () => {}
+): Promise<Core> {
   const metrics = new Metrics({ version: version() })
-  const summary = new UsageSummary()
-  const holder = new ConfigHolder(cli.file, loaded.config, cli.flags)
-  const config = holder.current.config
+  const holder = new ConfigHolder(cli.file, config, cli.flags)
   const stores = createStore(config, logger, metrics)
-  const forwarder = createForwarder({ url: config.upstream.url })
   const serverVersion = new ServerVersion({
     configured: () => holder.current.config.server.version,
     upstreamUrl: config.upstream.url,
@@ -133,30 +150,15 @@ async function boot(cli: Cli): Promise<Instance> {
   const recorder = new UpgradeRecorder(stores.report, (err) =>
     logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
   )
-  const gateway = createGateway({
-    serverVersion: () => serverVersion.current(),
-    recorder,
-    snapshot: () => holder.current,
-    store: stores.store,
-    forwarder,
-    logger,
-    upstreamUrl: config.upstream.url,
-    metrics,
-    summary,
-  })
-  const instance: Instance = {
+  const core: Core = {
     file: cli.file,
     logger,
     metrics,
-    summary,
+    summary: new UsageSummary(),
     holder,
     stores,
-    forwarder,
-    gateway,
     serverVersion,
     recorder,
-    proxy: createProxyServer(config, gateway),
-    admin: null as unknown as Server,
     draining: false,
     reload: async (source) => {
       const r = await holder.reload()
@@ -167,45 +169,67 @@ async function boot(cli: Cli): Promise<Instance> {
           { file: cli.file, source, problems },
           'configuration refused; the running one stays'
         )
-      } else {
-        logger.info({ file: cli.file, source, changed: r.changed }, 'configuration reloaded')
-        if (r.needsRestart.length > 0) {
-          logger.warn(
-            { fields: r.needsRestart },
-            'these changes take effect after a restart; the running values stay'
-          )
-        }
+        return r
+      }
+      onApplied(holder.current.config)
+      logger.info({ file: cli.file, source, changed: r.changed }, 'configuration reloaded')
+      if (r.needsRestart.length > 0) {
+        logger.warn(
+          { fields: r.needsRestart },
+          'these changes take effect after a restart; the running values stay'
+        )
       }
       return r
     },
   }
-  instance.admin = createAdaptorServer({
+  await waitForStore(stores, logger)
+  await refreshTeams(core)
+  stores.overrides.onChange(() => void refreshTeams(core))
+  serverVersion.start()
+  recorder.start()
+  return core
+}
+
+function createProxy(core: Core): Proxy {
+  const config = core.holder.current.config
+  const forwarder = createForwarder({ url: config.upstream.url })
+  const gateway = createGateway({
+    serverVersion: () => core.serverVersion.current(),
+    recorder: core.recorder,
+    snapshot: () => core.holder.current,
+    store: core.stores.store,
+    forwarder,
+    logger: core.logger,
+    upstreamUrl: config.upstream.url,
+    metrics: core.metrics,
+    summary: core.summary,
+  })
+  return { forwarder, gateway, server: createProxyServer(config, gateway) }
+}
+
+function createAdmin(
+  core: Core,
+  opts: { flush: () => Promise<void>; workers?: AdminDeps['workers'] }
+): Server {
+  const { holder, stores, metrics, serverVersion } = core
+  return createAdaptorServer({
     fetch: createAdminApp({
       holder,
       store: stores.store,
       overrides: stores.overrides,
       metrics,
       storeKind: stores.kind,
-      draining: () => instance.draining,
-      reload: () => instance.reload('admin'),
-      history: {
-        serverVersion: () => serverVersion.current(),
-        report: stores.report,
-        flush: () => recorder.flush(),
-      },
+      draining: () => core.draining,
+      reload: () => core.reload('admin'),
+      history: { serverVersion: () => serverVersion.current(), report: stores.report, ...opts },
+      workers: opts.workers,
     }).fetch,
   }) as Server
-  await waitForStore(stores, logger)
-  await refreshTeams(instance)
-  stores.overrides.onChange(() => void refreshTeams(instance))
-  serverVersion.start()
-  recorder.start()
-  return instance
 }
 
 /** The first screen must not hide a missing server: say so once at start (issue #12). */
-async function probeUpstream(i: Instance): Promise<void> {
-  const url = i.holder.current.config.upstream.url
+async function probeUpstream(core: Core): Promise<void> {
+  const url = core.holder.current.config.upstream.url
   try {
     const r = await request(`${url.replace(/\/+$/, '')}/server-info/`, {
       headersTimeout: 3000,
@@ -214,33 +238,35 @@ async function probeUpstream(i: Instance): Promise<void> {
     await r.body.dump()
   } catch (err) {
     const code = (err as { code?: string }).code ?? (err as Error).name
-    i.logger.warn(
+    core.logger.warn(
       { upstream: maskUrl(url), error: code },
       'the upstream does not answer: calls will get 502 until it does (set upstream.url, BASEGATE_UPSTREAM or --upstream; `npx basegate demo-upstream` serves a stand-in)'
     )
   }
 }
 
-async function listenAll(i: Instance): Promise<void> {
-  const config = i.holder.current.config
-  let proxyAddr: AddressInfo
-  let adminAddr: AddressInfo
+/** Listens, or logs why not and exits 1. */
+async function listenOrExit(core: Core, server: Server, port: number, host: string) {
   try {
-    proxyAddr = await listenOn(i.proxy, config.listen.port, config.listen.host)
-    adminAddr = await listenOn(i.admin, config.admin.port, config.admin.host)
+    return await listenOn(server, port, host)
   } catch (err) {
-    i.logger.fatal({ err }, 'cannot listen')
-    i.logger.flush()
+    core.logger.fatal({ err }, 'cannot listen')
+    core.logger.flush()
     process.exit(1)
   }
-  i.logger.info(
+}
+
+function logListening(core: Core, proxy: AddressInfo, admin: AddressInfo, workers: number): void {
+  const config = core.holder.current.config
+  core.logger.info(
     {
-      proxy: { host: proxyAddr.address, port: proxyAddr.port },
-      admin: { host: adminAddr.address, port: adminAddr.port },
+      proxy: { host: proxy.address, port: proxy.port },
+      admin: { host: admin.address, port: admin.port },
       upstream: maskUrl(config.upstream.url),
-      store: i.stores.kind,
+      store: core.stores.kind,
       deployment: config.deployment,
       mode: config.mode,
+      workers,
     },
     'listening'
   )
@@ -250,19 +276,19 @@ async function listenAll(i: Instance): Promise<void> {
  * Reload on change: watch the folder, not the file, since editors and Kubernetes ConfigMaps
  * replace the file (a rename, or the `..data` symlink swap) rather than write into it.
  */
-function watchConfig(i: Instance): FSWatcher | null {
+function watchConfig(core: Core): FSWatcher | null {
   let debounce: NodeJS.Timeout | null = null
-  const name = basename(i.file)
+  const name = basename(core.file)
   try {
-    const watcher = watch(dirname(i.file), (_event, changed) => {
+    const watcher = watch(dirname(core.file), (_event, changed) => {
       if (changed !== null && changed !== name && !String(changed).startsWith('..')) return
       if (debounce) clearTimeout(debounce)
-      debounce = setTimeout(() => void i.reload('file change'), WATCH_DEBOUNCE_MS)
+      debounce = setTimeout(() => void core.reload('file change'), WATCH_DEBOUNCE_MS)
     })
     watcher.on('error', () => {})
     return watcher
   } catch (err) {
-    i.logger.warn(
+    core.logger.warn(
       { err },
       'cannot watch the configuration file; reload with SIGHUP or POST /v1/reload'
     )
@@ -271,29 +297,30 @@ function watchConfig(i: Instance): FSWatcher | null {
 }
 
 /** SPEC §7: every 60 s, the busiest keys and the teams past 80 % (warn at 100 %). */
-function startSummary(i: Instance): NodeJS.Timeout {
+function startSummary(core: Core, gather: () => Promise<void> = async () => {}): NodeJS.Timeout {
   const timer = setInterval(
-    () => {
-      const line = i.summary.flush()
-      if (line.teams_over_100.length > 0)
-        i.logger.warn(line, 'usage summary: a team has used up its monthly quota')
-      else i.logger.info(line, 'usage summary')
-    },
+    () =>
+      void gather().then(() => {
+        const line = core.summary.flush()
+        if (line.teams_over_100.length > 0)
+          core.logger.warn(line, 'usage summary: a team has used up its monthly quota')
+        else core.logger.info(line, 'usage summary')
+      }),
     Number(process.env.BASEGATE_SUMMARY_MS ?? SUMMARY_MS)
   )
   timer.unref()
   return timer
 }
 
-/** SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s), close the admin listener last. */
-async function drain(i: Instance): Promise<void> {
+/** SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s). */
+async function drainProxy(p: Proxy): Promise<void> {
   const deadline = Date.now() + DRAIN_MS
-  const closed = new Promise<void>((resolve) => i.proxy.close(() => resolve()))
+  const closed = new Promise<void>((resolve) => p.server.close(() => resolve()))
   // Keep-alive connections that finish their request are closed as they go idle.
-  const sweep = setInterval(() => i.proxy.closeIdleConnections(), 50)
-  i.proxy.closeIdleConnections()
+  const sweep = setInterval(() => p.server.closeIdleConnections(), 50)
+  p.server.closeIdleConnections()
   const tunnelsDone = (async () => {
-    while (i.gateway.tunnels.size > 0 && Date.now() < deadline)
+    while (p.gateway.tunnels.size > 0 && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 50))
   })()
   await Promise.race([
@@ -301,51 +328,178 @@ async function drain(i: Instance): Promise<void> {
     new Promise((r) => setTimeout(r, DRAIN_MS)),
   ])
   clearInterval(sweep)
-  i.proxy.closeAllConnections()
-  for (const t of i.gateway.tunnels) t.destroy()
-  i.serverVersion.stop()
-  await i.recorder.stop().catch(() => {})
-  await i.stores.overrides.close().catch(() => {})
-  await i.stores.store.close().catch(() => {})
-  await i.forwarder.close().catch(() => {})
-  await new Promise<void>((resolve) => {
-    i.admin.close(() => resolve())
-    i.admin.closeAllConnections?.()
+  p.server.closeAllConnections()
+  for (const t of p.gateway.tunnels) t.destroy()
+  await p.forwarder.close().catch(() => {})
+}
+
+/** The store connections and timers, after the traffic has stopped. */
+async function closeCore(core: Core): Promise<void> {
+  core.serverVersion.stop()
+  await core.recorder.stop().catch(() => {})
+  await core.stores.overrides.close().catch(() => {})
+  await core.stores.store.close().catch(() => {})
+}
+
+/** The admin listener goes last, so /readyz says "draining" while the rest stops. */
+function closeServer(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve())
+    server.closeAllConnections?.()
   })
 }
 
-function onSignals(i: Instance, cleanup: () => void): void {
-  process.on('SIGHUP', () => void i.reload('SIGHUP'))
-  const stop = async (signal: string): Promise<void> => {
-    if (i.draining) return
-    i.draining = true
-    i.logger.info({ signal }, 'stopping: draining in-flight requests')
-    cleanup()
-    await drain(i)
-    i.logger.info('stopped')
-    i.logger.flush()
-    setTimeout(() => process.exit(0), 20).unref()
+/** SIGTERM/SIGINT run `stop` once (SPEC §6); SIGHUP reloads where `reload` is given. */
+function onSignals(core: Core, stop: () => Promise<void>, reload: boolean): (s: string) => void {
+  const run = (signal: string): void => {
+    if (core.draining) return
+    core.draining = true
+    core.logger.info({ signal }, 'stopping: draining in-flight requests')
+    void stop().then(() => {
+      core.logger.info('stopped')
+      core.logger.flush()
+      setTimeout(() => process.exit(0), 20).unref()
+    })
   }
-  process.on('SIGTERM', () => void stop('SIGTERM'))
-  process.on('SIGINT', () => void stop('SIGINT'))
+  // A worker ignores SIGHUP (a closing terminal sends it to the whole group): its primary
+  // reloads and hands it the result.
+  process.on('SIGHUP', reload ? () => void core.reload('SIGHUP') : () => {})
+  process.on('SIGTERM', () => run('SIGTERM'))
+  process.on('SIGINT', () => run('SIGINT'))
   process.on('uncaughtException', (err) => {
     // A socket error escaping its handler must not take every other request down with it.
-    i.logger.error({ err }, 'uncaught exception')
+    core.logger.error({ err }, 'uncaught exception')
   })
+  return run
+}
+
+/** `workers: 1`: this process serves the proxy and admin ports. */
+async function runSingle(cli: Cli, config: Config): Promise<void> {
+  const core = await bootCore(cli, config, createLogger())
+  const proxy = createProxy(core)
+  const admin = createAdmin(core, { flush: () => core.recorder.flush() })
+  const p = await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
+  const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
+  const watcher = watchConfig(core)
+  const summaryTimer = startSummary(core)
+  onSignals(
+    core,
+    async () => {
+      watcher?.close()
+      clearInterval(summaryTimer)
+      await drainProxy(proxy)
+      await closeCore(core)
+      await closeServer(admin)
+    },
+    true
+  )
+  // Only now: a SIGHUP sent on seeing this line must find its handler (it would kill the
+  // process otherwise).
+  logListening(core, p, a, 1)
+  void probeUpstream(core)
+}
+
+/**
+ * `workers: N` (issue #14), the way nginx runs `worker_processes`: this primary reads the
+ * file, serves the admin port, reloads, and merges its workers' metrics and summaries; the
+ * workers share the proxy listener.
+ */
+async function runPrimary(cli: Cli, config: Config, count: number): Promise<void> {
+  const logger = createLogger()
+  let pool: WorkerPool | null = null
+  const core = await bootCore(cli, config, logger, (c) => pool?.broadcastConfig(c))
+  pool = new WorkerPool(count, () => core.holder.current.config, logger)
+  const workers = pool
+  const admin = createAdmin(core, {
+    flush: async () => void (await workers.ask('flush')),
+    workers: {
+      serving: () => workers.serving,
+      renderMetrics: async () =>
+        core.metrics.renderWith((await workers.ask('metrics')) as MetricsSnapshot[]),
+    },
+  })
+  let p: AddressInfo
+  try {
+    p = await workers.start()
+  } catch (err) {
+    logger.fatal({ err }, 'the workers could not start')
+    logger.flush()
+    await workers.drain(DRAIN_MS).catch(() => {})
+    process.exit(1)
+  }
+  const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
+  const watcher = watchConfig(core)
+  const summaryTimer = startSummary(core, async () => {
+    for (const c of await workers.ask('summary')) core.summary.absorb(c as SummaryCounts)
+  })
+  onSignals(
+    core,
+    async () => {
+      watcher?.close()
+      clearInterval(summaryTimer)
+      await workers.drain(DRAIN_MS + 2_000)
+      await closeCore(core)
+      await closeServer(admin)
+    },
+    true
+  )
+  logListening(core, p, a, count)
+  void probeUpstream(core)
+}
+
+/** One of the primary's proxy processes. */
+async function runWorker(cli: Cli): Promise<void> {
+  const logger = createLogger({ worker: cluster.worker?.id ?? 0 })
+  let config: Config
+  try {
+    config = await receiveConfig(WORKER_CONFIG_WAIT_MS)
+  } catch (err) {
+    logger.fatal({ err }, 'worker could not start')
+    logger.flush()
+    process.exit(1)
+  }
+  // Listen to the primary from here on: a reload or SIGTERM while this worker boots still lands.
+  let core: Core | null = null
+  let stop: ((source: string) => void) | null = null
+  serveWorker({
+    adopt: (c) => {
+      config = c
+      core?.holder.adopt(c)
+    },
+    drain: (source) => (stop ? stop(source) : process.exit(0)),
+    answer: async (what) => {
+      if (core === null) return null
+      if (what === 'metrics') return core.metrics.snapshot()
+      if (what === 'summary') return core.summary.take()
+      await core.recorder.flush()
+      return true
+    },
+  })
+  const booted = await bootCore(cli, config, logger)
+  booted.holder.adopt(config)
+  core = booted
+  const proxy = createProxy(booted)
+  stop = onSignals(
+    booted,
+    async () => {
+      await drainProxy(proxy)
+      await closeCore(booted)
+    },
+    false
+  )
+  await listenOrExit(booted, proxy.server, config.listen.port, config.listen.host)
 }
 
 async function main(): Promise<void> {
   const cli = await parseCli(process.argv.slice(2))
   if (cli === null) return
-  const instance = await boot(cli)
-  await listenAll(instance)
-  void probeUpstream(instance)
-  const watcher = watchConfig(instance)
-  const summaryTimer = startSummary(instance)
-  onSignals(instance, () => {
-    watcher?.close()
-    clearInterval(summaryTimer)
-  })
+  // The marker, not cluster.isWorker alone: under an outer cluster (PM2's cluster mode)
+  // basegate is an ordinary process.
+  if (cluster.isWorker && process.env.BASEGATE_WORKER === '1') return runWorker(cli)
+  const config = await loadOrExit(cli)
+  const count = resolveWorkers(config.workers)
+  if (count === 1) return runSingle(cli, config)
+  return runPrimary(cli, config, count)
 }
 
 void main()

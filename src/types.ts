@@ -61,6 +61,8 @@ export interface MonthlyConfig {
 /** limits.yaml after expansion, validation and preset merging. */
 export interface Config {
   deployment: Deployment
+  /** Proxy processes sharing the listener (1 = this process serves alone); `auto` = cores. */
+  workers: number | 'auto'
   listen: {
     host: string
     port: number

@@ -11,6 +11,10 @@ export interface ProbeDeps {
   draining: () => boolean
   /** Refreshes gauges read at scrape time (monthly usage). */
   beforeScrape?: () => Promise<void>
+  /** The exposition, when it is more than this process's registry (a primary and its workers). */
+  renderMetrics?: () => Promise<string>
+  /** With worker processes: how many serve now (none: the instance cannot take traffic). */
+  workersServing?: () => number
 }
 
 /**
@@ -22,6 +26,7 @@ export function probeRoutes(app: Hono, deps: ProbeDeps): void {
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
   app.get('/readyz', async (c) => {
     if (deps.draining()) return c.json({ status: 'draining', store: 'unknown' }, 503)
+    if (deps.workersServing?.() === 0) return c.json({ status: 'unready', workers: 0 }, 503)
     if (deps.storeKind === 'memory') return c.json({ status: 'ready', store: 'memory' })
     const up = await deps.store.ready()
     const ready = up || deps.onError() === 'open'
@@ -32,7 +37,7 @@ export function probeRoutes(app: Hono, deps: ProbeDeps): void {
   })
   app.get('/metrics', async (c) => {
     await deps.beforeScrape?.()
-    const text = await deps.metrics.registry.metrics()
+    const text = await (deps.renderMetrics?.() ?? deps.metrics.registry.metrics())
     return c.body(text, 200, { 'content-type': deps.metrics.registry.contentType })
   })
 }

@@ -30,6 +30,8 @@ export interface AdminDeps {
   now?: () => number
   /** SPEC §8: the server's version in force, the report's counters and this instance's flush. */
   history?: { serverVersion: () => string | null; report: ReportStore; flush: () => Promise<void> }
+  /** A primary's view of its worker processes (`workers` > 1). */
+  workers?: { serving: () => number; renderMetrics: () => Promise<string> }
 }
 
 export function createAdminApp(deps: AdminDeps): Hono {
@@ -48,6 +50,8 @@ export function createAdminApp(deps: AdminDeps): Hono {
     storeKind: deps.storeKind ?? 'memory',
     onError: (): OnStoreError => holder.current.config.store.onError,
     draining: deps.draining ?? (() => false),
+    workersServing: deps.workers?.serving,
+    renderMetrics: deps.workers?.renderMetrics,
     beforeScrape: () =>
       refreshMonthlyGauges({ holder, store, overrides: deps.overrides, now }, metrics),
   })

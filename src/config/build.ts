@@ -204,6 +204,23 @@ function buildSizeLimits(file: LimitsFile): SizeLimits {
   }
 }
 
+/**
+ * Worker processes share counters only through a shared store: with the in-memory store each
+ * would count alone and admit up to N times a limit (SPEC §3's bound). Sharing a memory store
+ * over IPC would put a round trip to the primary on every call, which is what Redis is for.
+ * `auto` is refused too, so a file valid on a one-core laptop is not refused on a server.
+ */
+function buildWorkers(problems: ConfigProblem[], file: LimitsFile): number | 'auto' {
+  const workers = file.workers ?? D.workers
+  const memory = (file.store?.url ?? D.store.url) === '' && (file.store?.cluster ?? []).length === 0
+  if (memory && workers !== 1)
+    problems.push({
+      field: 'workers',
+      message: `${JSON.stringify(workers)} needs a shared store (store.url or store.cluster): with the in-memory store each worker would count alone`,
+    })
+  return workers
+}
+
 /** Cross-field checks and preset merging: a valid document becomes a Config, or problems. */
 export function buildConfig(file: LimitsFile): { config?: Config; problems: ConfigProblem[] } {
   const problems: ConfigProblem[] = []
@@ -219,6 +236,7 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   const allowBases = uuids(problems, 'allow.bases', file.allow?.bases ?? [])
   const config: Config = {
     deployment,
+    workers: buildWorkers(problems, file),
     ...buildListeners(problems, file),
     upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? D.upstream.timeout_ms },
     store: buildStore(problems, file),

@@ -10,7 +10,14 @@ export type ReloadResult =
   | { ok: false; problems: ConfigProblem[] }
 
 /** Settings bound at start (sockets, pools, connections): a reload keeps the running values. */
-const RESTART_ONLY = ['listen', 'admin.host', 'admin.port', 'upstream.url', 'store'] as const
+const RESTART_ONLY = [
+  'workers',
+  'listen',
+  'admin.host',
+  'admin.port',
+  'upstream.url',
+  'store',
+] as const
 
 function get(config: Config, path: string): unknown {
   return path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], config)
@@ -32,6 +39,7 @@ function keepRunning(running: Config, next: Config): { config: Config; needsRest
   )
   const config: Config = {
     ...next,
+    workers: running.workers,
     listen: running.listen,
     admin: { ...next.admin, host: running.admin.host, port: running.admin.port },
     upstream: { ...next.upstream, url: running.upstream.url },
@@ -81,6 +89,14 @@ export class ConfigHolder {
     const changed = diff(running, config)
     this.snap = compileSnapshot(config, this.teams)
     return { ok: true, config, changed, needsRestart }
+  }
+
+  /**
+   * A configuration another process validated (a worker takes its primary's reloads whole, so
+   * every worker runs the same one even when the file changes again in between).
+   */
+  adopt(config: Config): void {
+    this.snap = compileSnapshot(config, this.teams)
   }
 
   setTeamOverrides(teams: ReadonlyMap<string, TeamOverride>): void {

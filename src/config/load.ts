@@ -50,6 +50,9 @@ function issueToProblems(issue: $ZodIssue, base: readonly PropertyKey[] = []): C
         message: 'is not a known key',
       }))
     case 'invalid_union': {
+      // A union the schema words itself (workers: N or auto) says what it accepts.
+      if (!issue.message.startsWith('Invalid'))
+        return [{ field: formatPath(path), message: issue.message }]
       // Report the branch that matches the input's kind (a rate or a list of rates).
       const input = (issue as { input?: unknown }).input
       const branches = issue.errors

@@ -26,6 +26,9 @@ const rateText = z
 /** A rate, or a non-empty list of rates that all apply. */
 export const rateValue = z.union([rateText, z.array(rateText).min(1)])
 
+/** More processes than this is a typo, not a plan: each holds its own pools and connections. */
+export const MAX_WORKERS = 64
+
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().min(1)
 const methodName = z
@@ -55,6 +58,13 @@ const team = z.strictObject({
 
 export const limitsFileSchema = z.strictObject({
   deployment: z.enum(['cloud', 'dedicated', 'self-hosted']).optional(),
+  workers: z
+    .union([z.literal('auto'), z.number().int().min(1).max(MAX_WORKERS)], {
+      error: (iss) =>
+        `${JSON.stringify(iss.input)} is not a worker count (1 to ${MAX_WORKERS}, or auto)`,
+    })
+    .optional()
+    .describe('proxy processes sharing one listener: 1, N, or auto (one per available core)'),
   listen: z
     .strictObject({
       host: z.string().min(1).optional(),

@@ -10,14 +10,26 @@ export type { Logger }
  * `time` is epoch milliseconds (pino's default; `jq '.time/1000|todate'` reads it).
  */
 export function createLogger(
-  opts: { level?: string; destination?: pino.DestinationStream } = {}
+  opts: { level?: string; destination?: pino.DestinationStream; worker?: number } = {}
 ): Logger {
   return pino(
     {
       level: opts.level ?? process.env.LOG_LEVEL ?? 'info',
-      base: { service: 'basegate' },
+      base:
+        opts.worker === undefined
+          ? { service: 'basegate' }
+          : { service: 'basegate', worker: opts.worker },
       formatters: { level: (label) => ({ level: label }) },
     },
-    opts.destination ?? pino.destination({ dest: 1, sync: false })
+    // Worker processes share stdout: a write of at most PIPE_BUF bytes (4096 on Linux) to a
+    // pipe is atomic, and the buffer holds whole lines, so lines of two workers never mix.
+    opts.destination ??
+      pino.destination({
+        dest: 1,
+        sync: false,
+        ...(opts.worker === undefined ? {} : { maxWrite: PIPE_BUF }),
+      })
   )
 }
+
+const PIPE_BUF = 4096

@@ -1,5 +1,15 @@
 import type { OutcomeKind } from '../http/outcome.js'
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import {
+  AggregatorRegistry,
+  collectDefaultMetrics,
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  type Aggregator,
+  type MetricObjectWithValues,
+  type MetricValue,
+} from 'prom-client'
 
 export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run'
 
@@ -19,18 +29,29 @@ function metric<L extends string, M>(
     help: string
     labelNames: readonly L[]
     registers: Registry[]
+    aggregator: Aggregator
   }) => M,
   registry: Registry,
   name: string,
   help: string,
-  labelNames: readonly L[]
+  labelNames: readonly L[],
+  aggregator: Aggregator
 ): M {
-  return new Kind({ name, help, labelNames, registers: [registry] })
+  return new Kind({ name, help, labelNames, registers: [registry], aggregator })
 }
 const counter = <L extends string>(r: Registry, name: string, help: string, labels: readonly L[]) =>
-  metric<L, Counter<L>>(Counter, r, name, help, labels)
-const gauge = <L extends string>(r: Registry, name: string, help: string, labels: readonly L[]) =>
-  metric<L, Gauge<L>>(Gauge, r, name, help, labels)
+  metric<L, Counter<L>>(Counter, r, name, help, labels, 'sum')
+/**
+ * Gauges here are states every process reports alike (a team's usage read from the store, the
+ * version in force), so across worker processes they merge by max (min for "last reload ok").
+ */
+const gauge = <L extends string>(
+  r: Registry,
+  name: string,
+  help: string,
+  labels: readonly L[],
+  aggregator: Aggregator = 'max'
+) => metric<L, Gauge<L>>(Gauge, r, name, help, labels, aggregator)
 
 /** Every metric basegate exposes, in one registry (SPEC §7 /metrics). */
 export class Metrics {
@@ -116,7 +137,8 @@ export class Metrics {
     this.registry,
     'basegate_config_last_reload_successful',
     '1 when the last reload was applied (or none was tried), 0 when it was refused',
-    [] as const
+    [] as const,
+    'min'
   )
 
   constructor(opts: { version?: string; processMetrics?: boolean } = {}) {
@@ -165,6 +187,22 @@ export class Metrics {
     if (refusal === undefined)
       this.refusalChildren.set(reason, (refusal = this.refusals.labels(reason)))
     refusal.inc()
+  }
+
+  /** This process's values, to be merged by a primary (workers). */
+  snapshot(): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+    return this.registry.getMetricsAsJSON()
+  }
+
+  /**
+   * The exposition of this process merged with its workers' snapshots: counters and
+   * histograms add up, gauges merge by their aggregator (prom-client's cluster merge).
+   */
+  async renderWith(
+    others: readonly MetricObjectWithValues<MetricValue<string>>[][]
+  ): Promise<string> {
+    const merged = AggregatorRegistry.aggregate([await this.snapshot(), ...others])
+    return merged.metrics()
   }
 
   /** Names of every metric (for the dashboard test). */

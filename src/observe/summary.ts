@@ -9,6 +9,13 @@ export interface SummaryLine {
   teams_over_100: { team: string; used: number; quota: number; percent: number }[]
 }
 
+/** One process's counts since its last take(): what a worker hands its primary. */
+export interface SummaryCounts {
+  requests: number
+  calls: [string, number][]
+  teams: [string, { used: number; quota: number }][]
+}
+
 export class UsageSummary {
   private calls = new Map<string, number>()
   private total = 0
@@ -33,6 +40,32 @@ export class UsageSummary {
 
   recordMonthly(team: string, used: number, quota: number): void {
     this.teams.set(team, { used, quota })
+  }
+
+  /**
+   * The counts so far, busiest `limit` keys only, and a fresh start (workers: the primary adds
+   * every worker's counts and writes the one summary line).
+   */
+  take(limit = 1000): SummaryCounts {
+    const calls = [...this.calls].sort((a, b) => b[1] - a[1]).slice(0, limit)
+    const out = { requests: this.total, calls, teams: [...this.teams] }
+    this.calls = new Map()
+    this.total = 0
+    return out
+  }
+
+  /** Adds another process's counts; a team's usage is the highest any process saw. */
+  absorb(c: SummaryCounts): void {
+    this.total += c.requests
+    for (const [key, n] of c.calls) {
+      const had = this.calls.get(key)
+      if (had !== undefined) this.calls.set(key, had + n)
+      else if (this.calls.size < this.maxKeys) this.calls.set(key, n)
+    }
+    for (const [team, t] of c.teams) {
+      const had = this.teams.get(team)
+      if (had === undefined || t.used >= had.used) this.teams.set(team, t)
+    }
   }
 
   flush(now = Date.now()): SummaryLine {

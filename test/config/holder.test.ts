@@ -57,4 +57,17 @@ describe('ConfigHolder.reload', () => {
     })
     expect(holder.current.config.rateLimits.base[0]!.limit).toBe(9)
   })
+
+  it('keeps the worker count until a restart; adopt() runs a configuration another process validated', async () => {
+    const redis = 'store: { url: "redis://127.0.0.1:6379" }\n'
+    const { file, holder } = await holderFor(`${redis}workers: 2\nrate_limits: { base: 7/min }`)
+    writeFileSync(file, `${redis}workers: auto\nrate_limits: { base: 9/min }`)
+    const r = await holder.reload()
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    expect(r.needsRestart).toEqual(['workers'])
+    expect(holder.current.config.workers).toBe(2)
+    const other = await holderFor(`${redis}workers: 2\nrate_limits: { base: 3/min }`)
+    other.holder.adopt(holder.current.config)
+    expect(other.holder.current.config.rateLimits.base[0]!.limit).toBe(9)
+  })
 })

@@ -234,3 +234,29 @@ describe('parseConfig: every problem named by its field', () => {
     ])
   })
 })
+
+describe('parseConfig: workers (issue #14)', () => {
+  const redis = 'store: { url: "redis://127.0.0.1:6379" }\n'
+  it('is 1 by default, and takes N or auto with a shared store', () => {
+    const one = parseConfig('', {})
+    const auto = parseConfig(`${redis}workers: auto`, {})
+    const four = parseConfig(`${redis}workers: 4`, {})
+    expect([one, auto, four].map((r) => r.ok && r.config.workers)).toEqual([1, 'auto', 4])
+  })
+  it('refuses more than one worker on the in-memory store, naming the field', () => {
+    expect(lines('workers: 2')).toEqual([
+      'workers: 2 needs a shared store (store.url or store.cluster): with the in-memory store each worker would count alone',
+    ])
+    expect(lines('workers: auto')[0]).toMatch(/^workers: "auto" needs a shared store/)
+    expect(parseConfig('workers: 1', {}).ok).toBe(true)
+  })
+  it.each([
+    ['0', 'must be at least 1, got 0'],
+    ['65', 'must be at most 64, got 65'],
+    ['1.5', '1.5 is not a worker count (1 to 64, or auto)'],
+    ['"many"', '"many" is not a worker count (1 to 64, or auto)'],
+    ['true', 'true is not a worker count (1 to 64, or auto)'],
+  ])('refuses workers: %s', (v, message) => {
+    expect(lines(`${redis}workers: ${v}`)).toEqual([`workers: ${message}`])
+  })
+})

@@ -1,0 +1,28 @@
+import type { Config } from '../types.js'
+
+// The primary and its workers speak over the cluster IPC channel (advanced serialisation, so
+// a Config crosses whole: Infinity and all). Every message carries `bg`, so messages of other
+// libraries on the same channel are left alone.
+
+/** What the primary asks of every worker and collects: the answers are merged in the primary. */
+export type Question = 'metrics' | 'summary' | 'flush'
+
+export type ToWorker =
+  /** A reload the primary validated: run this configuration. */
+  | { bg: 'config'; config: Config }
+  | { bg: 'ask'; id: number; what: Question }
+  /** SIGTERM reached the primary: drain and exit. */
+  | { bg: 'drain' }
+
+export type FromWorker =
+  | { bg: 'answer'; id: number; value: unknown }
+  /** Sent once the worker listens for messages (one sent before then would be lost). */
+  | { bg: 'config?' }
+
+export function isToWorker(m: unknown): m is ToWorker {
+  return typeof m === 'object' && m !== null && typeof (m as { bg?: unknown }).bg === 'string'
+}
+
+export function isFromWorker(m: unknown): m is FromWorker {
+  return isToWorker(m) && ['answer', 'config?'].includes((m as { bg: string }).bg)
+}

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest'
+import { UsageSummary } from '../../src/observe/summary.js'
+
+describe('UsageSummary across worker processes', () => {
+  it('take() hands over the counts and starts afresh; absorb() adds them up', () => {
+    const a = new UsageSummary()
+    const b = new UsageSummary()
+    for (let i = 0; i < 3; i++) a.record('base:x')
+    a.record('base:y')
+    for (let i = 0; i < 2; i++) b.record('base:y')
+    b.record('base:z')
+    a.recordMonthly('acme', 90, 100)
+    b.recordMonthly('acme', 95, 100)
+    const primary = new UsageSummary(10, 100_000, 0)
+    primary.absorb(a.take())
+    primary.absorb(b.take())
+    const line = primary.flush(60_000)
+    expect(line.requests).toBe(7)
+    expect(line.busiest).toEqual([
+      { key: 'base:x', calls: 3 },
+      { key: 'base:y', calls: 3 },
+      { key: 'base:z', calls: 1 },
+    ])
+    // A team's usage is the highest any process saw (they read one store).
+    expect(line.teams_over_80).toEqual([{ team: 'acme', used: 95, quota: 100, percent: 95 }])
+    expect(a.take()).toEqual({
+      requests: 0,
+      calls: [],
+      teams: [['acme', { used: 90, quota: 100 }]],
+    })
+  })
+})
