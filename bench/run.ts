@@ -1,7 +1,7 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
@@ -122,9 +122,22 @@ function cpuSeconds(pid: number | undefined): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK
+    const own = (Number(fields[11]) + Number(fields[12])) / CLK_TCK
+    // A primary's workers are its children: a `workers: N` row counts them all.
+    return childPids(pid).reduce((sum, c) => sum + cpuSeconds(c), own)
   } catch {
     return NaN
+  }
+}
+
+function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .split(' ')
+      .filter((x) => x.trim() !== '')
+      .map(Number)
+  } catch {
+    return []
   }
 }
 
@@ -349,6 +362,22 @@ async function main(): Promise<void> {
         'pipelined',
       ]),
     ]
+    // The same gateway with `workers: auto` (one proxy process per core, issue #14).
+    const workersPort = await freePort()
+    const workersConf = join(WORK, `${sc.name}-workers.yaml`)
+    writeFileSync(
+      workersConf,
+      'workers: auto\n' +
+        readFileSync(conf, 'utf8')
+          .replace(`port: ${gwPort}`, `port: ${workersPort}`)
+          .replace(`prefix: "bench-${sc.name}:"`, `prefix: "bench-workers-${sc.name}:"`)
+    )
+    const workersProc = await start(process.execPath, [
+      join(DIST, 'src/main.js'),
+      '--config',
+      workersConf,
+    ])
+    procs.push(workersProc)
     // BENCH_BASELINE=/path/to/an/older/build/dist/src/main.js adds that build as a row, measured
     // in the same interleaved rounds (the side-by-side "no slower" check of a change).
     const baseline = process.env.BENCH_BASELINE
@@ -379,6 +408,11 @@ async function main(): Promise<void> {
       { name: 'peer', url: `http://127.0.0.1:${peerPort}`, pid: procs[1]!.pid },
       { name: 'peer-pipelined', url: `http://127.0.0.1:${peer2Port}`, pid: procs[2]!.pid },
     ]
+    targets.push({
+      name: `basegate-workers-${availableParallelism()}`,
+      url: `http://127.0.0.1:${workersPort}`,
+      pid: workersProc.pid,
+    })
     if (baseProc)
       targets.push({
         name: 'basegate-baseline',
@@ -453,20 +487,20 @@ async function main(): Promise<void> {
     if (!r) continue
     lines.push(`## ${sc.name}: ${sc.title}`, '')
     lines.push(
-      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) | Redis µs/req (scripts) |'
+      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | vs basegate | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) | Redis µs/req (scripts) |'
     )
     lines.push(
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
     )
     for (const [name, s] of Object.entries(r)) {
       lines.push(
-        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${(s.rps / r.direct!.rps).toFixed(2)} | ${(s.rps / r.peer!.rps).toFixed(2)} | ${(s.rps / r['peer-pipelined']!.rps).toFixed(2)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} | ${s.redisUsPerReq.toFixed(2)} |`
+        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${(s.rps / r.direct!.rps).toFixed(2)} | ${(s.rps / r.peer!.rps).toFixed(2)} | ${(s.rps / r['peer-pipelined']!.rps).toFixed(2)} | ${(s.rps / r.basegate!.rps).toFixed(2)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} | ${s.redisUsPerReq.toFixed(2)} |`
       )
     }
     lines.push('')
   }
   lines.push(
-    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server.'
+    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together).'
   )
   lines.push('', ...checkCosts())
   const md = lines.join('\n') + '\n'
