@@ -15,13 +15,25 @@ import type { RequestClass } from '../types.js'
  * refunds the earlier slots when a later one refuses (limiter/redis-store.ts): that can only
  * over-refuse, never over-admit. Outside Cluster mode all of it is one script call.
  */
+/**
+ * The layout of a sliding window's hash, in every window key's name (`…:l2`). Old and new
+ * instances run on one Redis during a rolling upgrade; a layout change renames the keys, so
+ * neither ever reads a hash it does not understand (issue #14). Layout 1 was the bucket fields
+ * alone; layout 2 adds the running total `t` and the oldest live bucket `o`
+ * (limiter/sliding-window.lua). During such an upgrade each generation counts in its own keys.
+ */
+export const WINDOW_LAYOUT = 2
+const L = `:l${WINDOW_LAYOUT}`
+
 export const keys = {
   /** The subject of a request's rate windows: its base, or its client. */
   subject: (uuid: string | null, ipKey: string): string =>
     uuid === null ? `{ip:${ipKey}}` : `{b:${uuid}}`,
-  cls: (subject: string, cls: RequestClass, windowMs: number) => `${subject}:${cls}:${windowMs}`,
-  rule: (subject: string, rule: string, windowMs: number) => `${subject}:rule:${rule}:${windowMs}`,
-  ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}`,
+  cls: (subject: string, cls: RequestClass, windowMs: number) =>
+    `${subject}:${cls}:${windowMs}${L}`,
+  rule: (subject: string, rule: string, windowMs: number) =>
+    `${subject}:rule:${rule}:${windowMs}${L}`,
+  ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}${L}`,
   teamMonth: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
   teamOverride: (team: string) => `{t:${team}}:team`,
 } as const

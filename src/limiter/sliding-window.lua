@@ -3,8 +3,15 @@
 -- Sliding windows (windowMs > 0): the key is a hash of buckets, field = bucket index
 -- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / buckets, so a
 -- call is counted until the end of its bucket plus one window: never early, at most
--- 1/buckets of the window late. A key holds at most buckets + 1 live fields whatever the
--- limit, and expires when idle.
+-- 1/buckets of the window late. A key holds at most buckets + 1 live bucket fields whatever
+-- the limit, and expires when idle.
+--
+-- Layout 2 (issue #14; the key's name says `:l2`): the hash also keeps the running total of
+-- its live buckets (`t`) and the oldest bucket that holds calls (`o`). A call reads those two,
+-- subtracts the buckets that left the window since the last call (each bucket once in its
+-- life, so O(1) per call amortised), and adds itself to its bucket and to the total. Reading
+-- every bucket (HGETALL and a tonumber loop: 28 µs of Redis time for 50 buckets, against 3 for
+-- the two fields) is left to the rare call that is refused, to tell when it would fit.
 --
 -- Calendar windows (windowMs = 0, the monthly quota): the key is a plain counter for one
 -- month; it admits until `limit` and resets at endMs. Its limit may be overridden by the
@@ -57,11 +64,66 @@ elseif at > 0 and storeNow > at and not peek then
   return { -1, now, storeNow }
 end
 
+-- The bucket fields of key among indices [from, to] (HMGET: nil where a bucket is empty).
+local function bucketsIn(key, from, to)
+  local range = {}
+  for b = from, to do range[#range + 1] = b end
+  if #range == 0 then return range, {} end
+  return range, redis.call('HMGET', key, unpack(range))
+end
+
+-- Drops the buckets that left the window (index < oldest) from the total; returns the new
+-- total and the oldest bucket still holding calls (nil when none). Writes nothing on a peek.
+local function expire(key, sum, first, oldest, cur, buckets, peek)
+  local gone = {}
+  if oldest - first > 2 * buckets + 2 then
+    -- Idle past its expiry (a caller's clock moved by hand): one read of every field.
+    local flat = redis.call('HGETALL', key)
+    for j = 1, #flat, 2 do
+      local b = tonumber(flat[j])
+      if b ~= nil and b < oldest then
+        gone[#gone + 1] = flat[j]
+        sum = sum - tonumber(flat[j + 1])
+      end
+    end
+  else
+    local range, got = bucketsIn(key, first, oldest - 1)
+    for j = 1, #range do
+      if got[j] then
+        gone[#gone + 1] = range[j]
+        sum = sum - tonumber(got[j])
+      end
+    end
+  end
+  local nextFirst = nil
+  if sum > 0 then
+    local range, got = bucketsIn(key, oldest, cur)
+    for j = 1, #range do
+      if got[j] then
+        nextFirst = range[j]
+        break
+      end
+    end
+  end
+  -- No live bucket left: the total is 0 (it can only disagree if the hash was edited by hand).
+  if nextFirst == nil then sum = 0 end
+  if not peek then
+    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+    if nextFirst == nil then
+      redis.call('HDEL', key, 't', 'o')
+    else
+      redis.call('HSET', key, 't', sum, 'o', nextFirst)
+    end
+  end
+  return sum, nextFirst
+end
+
 local used = {}
 local resetAt = {}
 local retryAt = {}
 local limits = {}
 local current = {}
+local firsts = {}
 local shadowOver = {}
 local allowed = 1
 
@@ -95,23 +157,13 @@ for i = 1, n do
     local oldest = math.floor((now - windowMs) / bucketMs)
     current[i] = cur
 
-    -- Read the live buckets; drop the ones that left the window.
-    local flat = redis.call('HGETALL', key)
-    local stale = {}
-    local sum = 0
-    local first = nil
-    for j = 1, #flat, 2 do
-      local b = tonumber(flat[j])
-      if b < oldest then
-        stale[#stale + 1] = flat[j]
-      else
-        sum = sum + tonumber(flat[j + 1])
-        if first == nil or b < first then first = b end
-      end
+    local head = redis.call('HMGET', key, 't', 'o')
+    local first = tonumber(head[2])
+    local sum = first and tonumber(head[1]) or 0
+    if first ~= nil and first < oldest then
+      sum, first = expire(key, sum, first, oldest, cur, buckets, peek)
     end
-    if #stale > 0 and not peek then
-      redis.call('HDEL', key, unpack(stale))
-    end
+    firsts[i] = first
 
     used[i] = sum
     if first ~= nil then
@@ -125,9 +177,10 @@ for i = 1, n do
       -- When enough of the oldest buckets have left for this call to fit. Only a window over
       -- its limit needs the buckets in order, so only it pays for the sort.
       local live = {}
+      local flat = redis.call('HGETALL', key)
       for j = 1, #flat, 2 do
         local b = tonumber(flat[j])
-        if b >= oldest then live[#live + 1] = { b, tonumber(flat[j + 1]) } end
+        if b ~= nil and b >= oldest then live[#live + 1] = { b, tonumber(flat[j + 1]) } end
       end
       table.sort(live, function(x, y) return x[1] < y[1] end)
       local freed = 0
@@ -160,8 +213,18 @@ if allowed == 1 and not peek then
         redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[8 + base]) + 86400000)
       else
         local bucketMs = windowMs / buckets
-        redis.call('HINCRBY', KEYS[i], current[i], cost)
-        redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
+        -- A refund takes back only what its bucket still holds (one that left the window
+        -- already took its calls with it).
+        local held = cost >= 0 or tonumber(redis.call('HGET', KEYS[i], current[i]) or '0') >= -cost
+        if held then
+          redis.call('HINCRBY', KEYS[i], current[i], cost)
+          if firsts[i] == nil then
+            redis.call('HSET', KEYS[i], 't', cost, 'o', current[i])
+          else
+            redis.call('HINCRBY', KEYS[i], 't', cost)
+          end
+          redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
+        end
         if resetAt[i] == 0 then
           resetAt[i] = (current[i] + 1) * bucketMs + windowMs
         end

@@ -46,7 +46,7 @@ describe('classify: keys', () => {
     (u) => {
       const r = c.classify('GET', `/api-gateway/api/v2/dtables/${u}/rows/`, '1.2.3.4', NOW)
       expect(r.key).toBe(`base:${U32}`)
-      expect(r.charges.map((x) => x.key)).toEqual([`{b:${U32}}:base:60000`])
+      expect(r.charges.map((x) => x.key)).toEqual([`{b:${U32}}:base:60000:l2`])
     }
   )
 
@@ -111,10 +111,10 @@ rate_limits:
   it('adds a matching rule on its own key, per method', () => {
     const get = c.classify('GET', `/api-gateway/api/v2/dtables/${U}/rows`, '1.1.1.1', NOW)
     expect(get.charges.map((x) => [x.kind, x.key, x.limit])).toEqual([
-      ['class', `{b:${U32}}:base:60000`, 500],
-      ['rule', `{b:${U32}}:rule:list-rows:60000`, 100],
-      ['rule', `{b:${U32}}:rule:list-rows:3600000`, 6000],
-      ['ip_ceiling', '{ip:1.1.1.1}:ceiling:60000', 5000],
+      ['class', `{b:${U32}}:base:60000:l2`, 500],
+      ['rule', `{b:${U32}}:rule:list-rows:60000:l2`, 100],
+      ['rule', `{b:${U32}}:rule:list-rows:3600000:l2`, 6000],
+      ['ip_ceiling', '{ip:1.1.1.1}:ceiling:60000:l2', 5000],
     ])
     const post = c.classify('POST', `/api-gateway/api/v2/dtables/${U}/rows/`, '1.1.1.1', NOW)
     expect(post.charges.map((x) => x.kind)).toEqual(['class', 'ip_ceiling'])
@@ -173,7 +173,7 @@ describe('classify: every API generation keys on its base (SPEC §3, SERVICE.md 
     const r = c.classify('GET', path, '1.2.3.4', NOW)
     expect(r.cls).toBe(cls)
     expect(r.key).toBe(`base:${U32}`)
-    expect(r.charges[0]!.key).toBe(`{b:${U32}}:${cls}:60000`)
+    expect(r.charges[0]!.key).toBe(`{b:${U32}}:${cls}:60000:l2`)
   })
 
   it('the first UUID segment is the base, whatever follows', () => {

@@ -1,6 +1,9 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
+import { keys, WINDOW_LAYOUT } from '../../src/limiter/keys.js'
+import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
+import { BUCKETS_PER_WINDOW } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, useRedis } from '../helpers/redis.js'
 import { calendarContract, charge, storeContract } from './store-contract.js'
@@ -28,7 +31,8 @@ describe('RedisStore against a real redis-server', () => {
     const t0 = Date.now()
     for (let i = 0; i < 3000; i++) await store.consume([c], t0 + i * 200)
     const admin = client()
-    expect(await admin.hlen(prefix + c.key)).toBeLessThanOrEqual(51)
+    // 51 live buckets at most, plus the running total and the oldest bucket's index.
+    expect(await admin.hlen(prefix + c.key)).toBeLessThanOrEqual(53)
     const ttl = await admin.pttl(prefix + c.key)
     expect(ttl).toBeGreaterThan(0)
     expect(ttl).toBeLessThanOrEqual(60_000 + 2 * 1_200)
@@ -98,5 +102,93 @@ describe('RedisStore: a quota override in the store', () => {
     const d = await b.consume([m], now)
     expect(d.allowed).toBe(true)
     expect(d.windows[0]).toMatchObject({ limit: 3, used: 3, remaining: 0 })
+  })
+})
+
+describe('the window layout in Redis (issue #14: a running total)', () => {
+  /** Bucket fields, total and oldest-bucket field of one window hash. */
+  async function layout(admin: Redis, key: string) {
+    const h = await admin.hgetall(key)
+    const buckets = Object.entries(h)
+      .filter(([f]) => /^-?\d+$/.test(f))
+      .map(([f, v]) => [Number(f), Number(v)] as const)
+    return { h, buckets, sum: buckets.reduce((a, [, v]) => a + v, 0) }
+  }
+
+  it("decides as the memory store does, call by call, and its total is always its buckets' sum", async () => {
+    const prefix = `${db.redis.prefix}layout:`
+    const redisStore = new RedisStore(client(), { prefix, clock: 'caller' })
+    const memory = new MemoryStore()
+    const admin = client()
+    const c = charge(40)
+    const bucketMs = 60_000 / BUCKETS_PER_WINDOW
+    let t = Math.floor(Date.now() / bucketMs) * bucketMs + 300
+    // A seeded walk: bursts, quiet spells, a gap past the window, and one past the key's life.
+    let seed = 7
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
+    for (let i = 0; i < 900; i++) {
+      const r = rnd()
+      t +=
+        i === 400
+          ? 200_000
+          : i === 700
+            ? 61_000
+            : r < 0.7
+              ? Math.floor(r * 400)
+              : Math.floor(r * 9_000)
+      const peek = rnd() < 0.1
+      const [a, b] = peek
+        ? [await redisStore.peek([c], t), await memory.peek([c], t)]
+        : [await redisStore.consume([c], t), await memory.consume([c], t)]
+      expect([i, a.allowed, a.windows[0]]).toEqual([i, b.allowed, b.windows[0]])
+      if (i % 50 === 0 || i === 401 || i === 701) {
+        const { h, buckets, sum } = await layout(admin, prefix + c.key)
+        if (buckets.length === 0) expect(h.t).toBeUndefined()
+        else {
+          expect(Number(h.t)).toBe(sum)
+          expect(Number(h.o)).toBe(Math.min(...buckets.map(([bk]) => bk)))
+          expect(buckets.length).toBeLessThanOrEqual(BUCKETS_PER_WINDOW + 1)
+        }
+      }
+    }
+  })
+
+  it('a refund takes its call back from the bucket and the total, and never below zero', async () => {
+    const prefix = `${db.redis.prefix}refund:`
+    const store = new RedisStore(client(), { prefix, clock: 'caller' })
+    const admin = client()
+    const c = charge(10)
+    const t = Date.now()
+    for (let i = 0; i < 3; i++) await store.consume([c], t)
+    const internal = store as unknown as {
+      run(ch: unknown[], now: number, mode: number, cost: number, at: number): Promise<unknown>
+    }
+    await internal.run([c], t, 2, -1, t)
+    let l = await layout(admin, prefix + c.key)
+    expect([Number(l.h.t), l.sum]).toEqual([2, 2])
+    // A refund of a bucket that has left the window takes nothing.
+    await store.consume([c], t + 120_000)
+    await internal.run([c], t, 2, -1, t)
+    l = await layout(admin, prefix + c.key)
+    expect([Number(l.h.t), l.sum]).toEqual([1, 1])
+  })
+
+  it('keys name their layout, so instances of another layout on the same Redis never read them', async () => {
+    const prefix = `${db.redis.prefix}versions:`
+    const admin = client()
+    const key = keys.cls('{b:6f1c2a4e0d3b4c599a513e2d7c8b9a10}', 'base', 60_000)
+    expect(key.endsWith(`:l${WINDOW_LAYOUT}`)).toBe(true)
+    // A layout-1 instance's hash for the same window, under its own name: bucket fields only.
+    const oldName = prefix + key.replace(/:l\d+$/, '')
+    const bucket = Math.floor(Date.now() / 1200)
+    await admin.hset(oldName, String(bucket), '9')
+    const store = new RedisStore(client(), { prefix, clock: 'caller' })
+    const d = await store.consume([{ ...charge(10), key }], Date.now())
+    // Neither misread (the new call saw 0, not 9) nor touched (no t/o written into it).
+    expect(d.windows[0]!.used).toBe(1)
+    expect(await admin.hgetall(oldName)).toEqual({ [String(bucket)]: '9' })
+    expect(Object.keys(await admin.hgetall(prefix + key)).sort()).toEqual(
+      [String(bucket), 'o', 't'].sort()
+    )
   })
 })
