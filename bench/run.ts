@@ -2,7 +2,7 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { availableParallelism, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { JsonArrayCounter } from '../src/http/json-array-count.js'
@@ -278,6 +278,52 @@ function checkCosts(): string[] {
   ]
 }
 
+/** Redis time (commandstats) of one EVALSHA of a window script file, for a key of `live` buckets. */
+async function scriptUs(redis: Redis, file: string, live: number): Promise<number> {
+  const sha = (await redis.script('LOAD', readFileSync(file, 'utf8'))) as string
+  const key = `bench-script:{b:${file.length}-${live}-${Math.random()}}`
+  const bucketMs = 60_000 / 50
+  const t0 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
+  const call = (now: number) =>
+    redis.evalsha(sha, 1, key, 50, 1, 0, 0, now, 10_000_000, 60_000, 0, 0, 0)
+  // The script itself fills the buckets (so the key has its layout's own fields), one per bucket.
+  for (let b = 0; b < live; b++) await call(t0 + b * bucketMs)
+  const now = t0 + (live - 1) * bucketMs + 1
+  const stat = async () => {
+    const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await redis.info('commandstats'))!
+    return [Number(m[1]), Number(m[2])]
+  }
+  const [c0, u0] = await stat()
+  for (let i = 0; i < 40; i++) await Promise.all(Array.from({ length: 50 }, () => call(now)))
+  const [c1, u1] = await stat()
+  await redis.del(key)
+  return (u1! - u0!) / (c1! - c0!)
+}
+
+/**
+ * Issue #14: the window script's own Redis time on a quiet machine, by how many buckets the key
+ * holds (steady traffic fills all 50; the scenarios above rotate keys through short rounds, so
+ * theirs hold a handful), for this build and, with BENCH_BASELINE, the older one.
+ */
+async function scriptCosts(redis: Redis): Promise<string[]> {
+  const files: [string, string][] = [['basegate', join(DIST, 'src/limiter/sliding-window.lua')]]
+  const baseline = process.env.BENCH_BASELINE
+  if (baseline)
+    files.push(['basegate-baseline', join(dirname(baseline), 'limiter/sliding-window.lua')])
+  const out = [
+    '## the window script in Redis (µs of Redis time a call, 2,000 calls, nothing else running)',
+    '',
+    '| script | 1 live bucket | 10 live buckets | 50 live buckets |',
+    '| --- | ---: | ---: | ---: |',
+  ]
+  for (const [name, file] of files) {
+    const us = []
+    for (const live of [1, 10, 50]) us.push((await scriptUs(redis, file, live)).toFixed(1))
+    out.push(`| ${name} | ${us.join(' | ')} |`)
+  }
+  return out
+}
+
 async function main(): Promise<void> {
   const useWrk = ensureWrk()
   const redisPort = await freePort()
@@ -503,6 +549,7 @@ async function main(): Promise<void> {
     'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together).'
   )
   lines.push('', ...checkCosts())
+  lines.push('', ...(await scriptCosts(redis)))
   const md = lines.join('\n') + '\n'
   mkdirSync(join(ROOT, 'bench'), { recursive: true })
   writeFileSync(join(ROOT, 'bench/results.md'), md)
