@@ -5,10 +5,9 @@ import { RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { MemoryOverrideStore, RedisOverrideStore, type OverrideStore } from './quota/overrides.js'
-import type { Config, LimiterStore } from './types.js'
+import { storeKindOf } from './config/build.js'
+import type { Config, LimiterStore, StoreKind } from './types.js'
 import { MemoryReportStore, RedisReportStore, type ReportStore } from './history/report-store.js'
-
-export type StoreKind = 'memory' | 'redis' | 'cluster'
 
 export interface Stores {
   store: LimiterStore
@@ -22,7 +21,8 @@ export interface Stores {
 /** The one place that picks the store implementation (memory, Redis, or Redis Cluster). */
 export function createStore(config: Config, logger: Logger, metrics?: Metrics): Stores {
   const s = config.store
-  if (s.url === '' && s.cluster.length === 0) {
+  const kind = storeKindOf(s)
+  if (kind === 'memory') {
     logger.warn(
       'store.url is empty: counters are kept in this process only; instances do not share them'
     )
@@ -48,8 +48,7 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     enableAutoPipelining: true,
   }
   let client: Redis | Cluster
-  let kind: StoreKind
-  if (s.cluster.length > 0) {
+  if (kind === 'cluster') {
     const nodes = s.cluster.map((u) => {
       const url = new URL(u)
       return { host: url.hostname, port: Number(url.port || 6379) }
@@ -70,10 +69,8 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
         tls: first.protocol === 'rediss:' ? {} : undefined,
       },
     })
-    kind = 'cluster'
   } else {
     client = new Redis(s.url, options)
-    kind = 'redis'
   }
   // ioredis reports every failed reconnect; the guarded store logs the outage once.
   client.on('error', () => {})

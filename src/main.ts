@@ -41,13 +41,14 @@ interface Core {
   holder: ConfigHolder
   stores: Stores
   serverVersion: ServerVersion
-  recorder: UpgradeRecorder
   draining: boolean
   reload(source: string): ReturnType<ConfigHolder['reload']>
 }
 
 /** A process that serves the proxy port (alone, or as a worker). */
 interface Proxy {
+  /** SPEC §8: the calls this process saw that an upgrade would break, batched to the store. */
+  recorder: UpgradeRecorder
   forwarder: Forwarder
   gateway: Gateway
   server: Server
@@ -147,9 +148,6 @@ async function bootCore(
     logger,
     onChange: (v) => metrics.setServerVersion(v),
   })
-  const recorder = new UpgradeRecorder(stores.report, (err) =>
-    logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
-  )
   const core: Core = {
     file: cli.file,
     logger,
@@ -158,7 +156,6 @@ async function bootCore(
     holder,
     stores,
     serverVersion,
-    recorder,
     draining: false,
     reload: async (source) => {
       const r = await holder.reload()
@@ -186,16 +183,19 @@ async function bootCore(
   await refreshTeams(core)
   stores.overrides.onChange(() => void refreshTeams(core))
   serverVersion.start()
-  recorder.start()
   return core
 }
 
 function createProxy(core: Core): Proxy {
   const config = core.holder.current.config
+  const recorder = new UpgradeRecorder(core.stores.report, (err) =>
+    core.logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
+  )
+  recorder.start()
   const forwarder = createForwarder({ url: config.upstream.url })
   const gateway = createGateway({
     serverVersion: () => core.serverVersion.current(),
-    recorder: core.recorder,
+    recorder,
     snapshot: () => core.holder.current,
     store: core.stores.store,
     forwarder,
@@ -204,7 +204,7 @@ function createProxy(core: Core): Proxy {
     metrics: core.metrics,
     summary: core.summary,
   })
-  return { forwarder, gateway, server: createProxyServer(config, gateway) }
+  return { recorder, forwarder, gateway, server: createProxyServer(config, gateway) }
 }
 
 function createAdmin(
@@ -331,12 +331,12 @@ async function drainProxy(p: Proxy): Promise<void> {
   p.server.closeAllConnections()
   for (const t of p.gateway.tunnels) t.destroy()
   await p.forwarder.close().catch(() => {})
+  await p.recorder.stop().catch(() => {})
 }
 
 /** The store connections and timers, after the traffic has stopped. */
 async function closeCore(core: Core): Promise<void> {
   core.serverVersion.stop()
-  await core.recorder.stop().catch(() => {})
   await core.stores.overrides.close().catch(() => {})
   await core.stores.store.close().catch(() => {})
 }
@@ -377,7 +377,7 @@ function onSignals(core: Core, stop: () => Promise<void>, reload: boolean): (s: 
 async function runSingle(cli: Cli, config: Config): Promise<void> {
   const core = await bootCore(cli, config, createLogger())
   const proxy = createProxy(core)
-  const admin = createAdmin(core, { flush: () => core.recorder.flush() })
+  const admin = createAdmin(core, { flush: () => proxy.recorder.flush() })
   const p = await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
   const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
   const watcher = watchConfig(core)
@@ -406,10 +406,8 @@ async function runSingle(cli: Cli, config: Config): Promise<void> {
  */
 async function runPrimary(cli: Cli, config: Config, count: number): Promise<void> {
   const logger = createLogger()
-  let pool: WorkerPool | null = null
-  const core = await bootCore(cli, config, logger, (c) => pool?.broadcastConfig(c))
-  pool = new WorkerPool(count, () => core.holder.current.config, logger)
-  const workers = pool
+  const workers = new WorkerPool(count, () => core.holder.current.config, logger)
+  const core = await bootCore(cli, config, logger, (c) => workers.broadcastConfig(c))
   const admin = createAdmin(core, {
     flush: async () => void (await workers.ask('flush')),
     workers: {
@@ -459,35 +457,35 @@ async function runWorker(cli: Cli): Promise<void> {
     process.exit(1)
   }
   // Listen to the primary from here on: a reload or SIGTERM while this worker boots still lands.
-  let core: Core | null = null
-  let stop: ((source: string) => void) | null = null
+  let running: { core: Core; proxy: Proxy; stop: (source: string) => void } | null = null
+  let latest = config
   serveWorker({
     adopt: (c) => {
-      config = c
-      core?.holder.adopt(c)
+      latest = c
+      running?.core.holder.adopt(c)
     },
-    drain: (source) => (stop ? stop(source) : process.exit(0)),
+    drain: (source) => (running ? running.stop(source) : process.exit(0)),
     answer: async (what) => {
-      if (core === null) return null
-      if (what === 'metrics') return core.metrics.snapshot()
-      if (what === 'summary') return core.summary.take()
-      await core.recorder.flush()
+      if (running === null) return null
+      if (what === 'metrics') return running.core.metrics.snapshot()
+      if (what === 'summary') return running.core.summary.take()
+      await running.proxy.recorder.flush()
       return true
     },
   })
-  const booted = await bootCore(cli, config, logger)
-  booted.holder.adopt(config)
-  core = booted
-  const proxy = createProxy(booted)
-  stop = onSignals(
-    booted,
+  const core = await bootCore(cli, config, logger)
+  if (latest !== config) core.holder.adopt(latest)
+  const proxy = createProxy(core)
+  const stop = onSignals(
+    core,
     async () => {
       await drainProxy(proxy)
-      await closeCore(booted)
+      await closeCore(core)
     },
     false
   )
-  await listenOrExit(booted, proxy.server, config.listen.port, config.listen.host)
+  running = { core, proxy, stop }
+  await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
 }
 
 async function main(): Promise<void> {

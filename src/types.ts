@@ -59,6 +59,9 @@ export interface MonthlyConfig {
 }
 
 /** limits.yaml after expansion, validation and preset merging. */
+/** Where counters live: this process, one Redis, or a Redis Cluster. */
+export type StoreKind = 'memory' | 'redis' | 'cluster'
+
 export interface Config {
   deployment: Deployment
   /** Proxy processes sharing the listener (1 = this process serves alone); `auto` = cores. */

@@ -1,11 +1,11 @@
 import type { Hono } from 'hono'
 import type { Metrics } from '../observe/metrics.js'
-import type { LimiterStore, OnStoreError } from '../types.js'
+import type { LimiterStore, OnStoreError, StoreKind } from '../types.js'
 
 export interface ProbeDeps {
   store: LimiterStore
   metrics: Metrics
-  storeKind: 'memory' | 'redis' | 'cluster'
+  storeKind: StoreKind
   onError: () => OnStoreError
   /** True from SIGTERM on: the instance takes no new traffic. */
   draining: () => boolean

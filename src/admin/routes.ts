@@ -2,7 +2,7 @@ import { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { OverrideStore } from '../quota/overrides.js'
-import type { ConfigProblem, LimiterStore, OnStoreError } from '../types.js'
+import type { ConfigProblem, LimiterStore, OnStoreError, StoreKind } from '../types.js'
 import { bearerAuth, bodyCap } from './auth.js'
 import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
@@ -25,7 +25,7 @@ export interface AdminDeps {
   metrics: Metrics
   /** Re-reads the config file (the same path as SIGHUP and a file change). */
   reload: () => Promise<{ ok: true } | { ok: false; problems: ConfigProblem[] }>
-  storeKind?: 'memory' | 'redis' | 'cluster'
+  storeKind?: StoreKind
   draining?: () => boolean
   now?: () => number
   /** SPEC §8: the server's version in force, the report's counters and this instance's flush. */

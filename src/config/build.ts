@@ -8,6 +8,7 @@ import type {
   RateList,
   RuleConfig,
   SizeLimits,
+  StoreKind,
 } from '../types.js'
 import { parseRate } from './rate.js'
 import { DEFAULTS as D } from './defaults.js'
@@ -71,6 +72,12 @@ function uuids(problems: ConfigProblem[], field: string, list: readonly string[]
       problems.push({ field: `${field}[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
     return uuid ?? b
   })
+}
+
+/** The store a configuration runs on (store.url and store.cluster are never both set). */
+export function storeKindOf(store: Config['store']): StoreKind {
+  if (store.cluster.length > 0) return 'cluster'
+  return store.url === '' ? 'memory' : 'redis'
 }
 
 function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'] {
@@ -210,10 +217,13 @@ function buildSizeLimits(file: LimitsFile): SizeLimits {
  * over IPC would put a round trip to the primary on every call, which is what Redis is for.
  * `auto` is refused too, so a file valid on a one-core laptop is not refused on a server.
  */
-function buildWorkers(problems: ConfigProblem[], file: LimitsFile): number | 'auto' {
+function buildWorkers(
+  problems: ConfigProblem[],
+  file: LimitsFile,
+  store: Config['store']
+): number | 'auto' {
   const workers = file.workers ?? D.workers
-  const memory = (file.store?.url ?? D.store.url) === '' && (file.store?.cluster ?? []).length === 0
-  if (memory && workers !== 1)
+  if (storeKindOf(store) === 'memory' && workers !== 1)
     problems.push({
       field: 'workers',
       message: `${JSON.stringify(workers)} needs a shared store (store.url or store.cluster): with the in-memory store each worker would count alone`,
@@ -234,12 +244,13 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   const allowClients = file.allow?.clients ?? []
   checkCidrs(problems, 'allow.clients', allowClients)
   const allowBases = uuids(problems, 'allow.bases', file.allow?.bases ?? [])
+  const store = buildStore(problems, file)
   const config: Config = {
     deployment,
-    workers: buildWorkers(problems, file),
+    workers: buildWorkers(problems, file, store),
     ...buildListeners(problems, file),
     upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? D.upstream.timeout_ms },
-    store: buildStore(problems, file),
+    store,
     clientIp: {
       trustedProxies: trusted,
       ipv6Prefix: file.client_ip?.ipv6_prefix ?? D.client_ip.ipv6_prefix,
