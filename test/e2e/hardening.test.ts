@@ -1,9 +1,9 @@
 import { connect } from 'node:net'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { redisPid, startRedis, type TestRedis } from '../helpers/redis.js'
+import { redisPid, useRedis } from '../helpers/redis.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #11: one test per finding, named after it (the rest live beside the code they test:
@@ -59,19 +59,13 @@ describe('finding 1: an Upgrade header does not switch the size checks off', () 
 })
 
 describe('findings 3, 6, 12: the store', () => {
-  let redis: TestRedis
-  beforeAll(async () => {
-    redis = await startRedis({ own: true })
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
+  const db = useRedis({ own: true })
 
   it('finding 3: a fresh instance under a burst answers from Redis, not from the fallback', async () => {
     const gw = await startGateway(
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", prefix: "${redis.prefix}f3:", timeout_ms: 100 }\nrate_limits: { base: 20/s }`
+        `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}f3:", timeout_ms: 100 }\nrate_limits: { base: 20/s }`
       )
     )
     try {
@@ -91,14 +85,14 @@ describe('findings 3, 6, 12: the store', () => {
   })
 
   it('finding 6: on_error closed never charges a call it answered 503, when Redis resumes', async () => {
-    const prefix = `${redis.prefix}f6:`
+    const prefix = `${db.redis.prefix}f6:`
     const gw = await startGateway(
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", prefix: "${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: 100/min }`
+        `store: { url: "${db.redis.url}", prefix: "${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: 100/min }`
       )
     )
-    const pid = redisPid(redis.port)
+    const pid = redisPid(db.redis.port)
     try {
       expect((await send(gw.port, { path: rows })).status).toBe(200)
       process.kill(pid, 'SIGSTOP')
@@ -119,10 +113,10 @@ describe('findings 3, 6, 12: the store', () => {
     const gw = await startGateway(
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", prefix: "${redis.prefix}f12:", timeout_ms: 150, on_error: open }`
+        `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}f12:", timeout_ms: 150, on_error: open }`
       )
     )
-    const pid = redisPid(redis.port)
+    const pid = redisPid(db.redis.port)
     try {
       await send(gw.port, { path: rows })
       process.kill(pid, 'SIGSTOP')
@@ -143,9 +137,9 @@ describe('findings 3, 6, 12: the store', () => {
 
   it('finding 6 (script): a call that reaches Redis after its deadline is neither admitted nor charged', async () => {
     const { RedisStore } = await import('../../src/limiter/redis-store.js')
-    const client = new Redis(redis.url)
+    const client = new Redis(db.redis.url)
     try {
-      const prefix = `${redis.prefix}dl:`
+      const prefix = `${db.redis.prefix}dl:`
       const store = new RedisStore(client, { prefix, timeoutMs: 50 })
       const c = {
         kind: 'class' as const,

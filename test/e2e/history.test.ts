@@ -35,34 +35,42 @@ function serverOf(up: StubUpstream, version: { current: string | null }) {
 const forwarded = (up: StubUpstream, path: string) =>
   up.seen.filter((s) => s.url.startsWith(path)).length
 
-describe('a 6.2 server (auto): removed endpoints answered 410, counted like their class', () => {
-  let up: StubUpstream
-  let gw: GatewayProcess
+/**
+ * A stub server of `version.current` behind a started basegate, for one describe block; waits
+ * until basegate knows the version (when there is one to know).
+ */
+function useServerBehindGateway(version: { current: string | null }, extraYaml = '') {
+  const ctx = {} as { up: StubUpstream; gw: GatewayProcess }
   beforeAll(async () => {
-    up = await startStubUpstream()
-    serverOf(up, { current: '6.2' })
-    gw = await startGateway(testYaml(up.url, 'rate_limits: { base: 3/min }'), { env: FAST })
-    await gw.waitForLog((l) => l.msg === 'server version known')
+    ctx.up = await startStubUpstream()
+    serverOf(ctx.up, version)
+    ctx.gw = await startGateway(testYaml(ctx.up.url, extraYaml), { env: FAST })
+    if (version.current !== null) await ctx.gw.waitForLog((l) => l.msg === 'server version known')
   })
   afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
+    await ctx.gw?.stop()
+    await ctx.up?.close()
   })
+  return ctx
+}
+
+describe('a 6.2 server (auto): removed endpoints answered 410, counted like their class', () => {
+  const s = useServerBehindGateway({ current: '6.2' }, 'rate_limits: { base: 3/min }')
 
   it('410 names the endpoint, the version and date, and the replacement; not forwarded', async () => {
-    const r = await send(gw.port, { path: oldRows })
+    const r = await send(s.gw.port, { path: oldRows })
     expect(r.status).toBe(410)
     expect(r.headers['content-type']).toBe('application/json')
     expect(JSON.parse(r.body).error_msg).toBe(
       `GET ${oldRows} was removed in 5.3 (2025-06-16): The /dtable-server/ API; use /api-gateway/api/v2/dtables/{base_uuid}/...`
     )
-    expect(forwarded(up, '/dtable-server/')).toBe(0)
+    expect(forwarded(s.up, '/dtable-server/')).toBe(0)
     // Counted like any call of its class: the base window went down, then refuses.
     expect(r.headers['x-ratelimit-remaining']).toBe('2')
-    await send(gw.port, { path: oldRows })
-    await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
-    expect((await send(gw.port, { path: oldRows })).status).toBe(429)
-    const line = await gw.waitForLog((l) => l.status === 410)
+    await send(s.gw.port, { path: oldRows })
+    await send(s.gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
+    expect((await send(s.gw.port, { path: oldRows })).status).toBe(429)
+    const line = await s.gw.waitForLog((l) => l.status === 410)
     expect(line).toMatchObject({
       outcome: 'gone',
       removed: 'dtable-server-removed',
@@ -74,7 +82,7 @@ describe('a 6.2 server (auto): removed endpoints answered 410, counted like thei
   it("the service's own JS client: a removed call rejected with 410 and the reason", async () => {
     const require = createRequire(import.meta.url)
     const DTableWebAPI = require('dtable-web-api').default
-    const api = new DTableWebAPI().init({ server: gw.url, token: 'tok' })
+    const api = new DTableWebAPI().init({ server: s.gw.url, token: 'tok' })
     const err = await api
       .getTableAccessTokenByExternalLink('abcdef012345')
       .catch((e: { response: { status: number; data: unknown } }) => e)
@@ -82,38 +90,27 @@ describe('a 6.2 server (auto): removed endpoints answered 410, counted like thei
     expect((err.response.data as { error_msg: string }).error_msg).toMatch(
       /external-link-tokens\/abcdef012345\/access-token\/ was removed in 6\.1 \(2026-03-19\)/
     )
-    expect(forwarded(up, '/api/v2.1/external-link-tokens/')).toBe(0)
+    expect(forwarded(s.up, '/api/v2.1/external-link-tokens/')).toBe(0)
   })
 
   it('/v1/history: every release newest first, with the server version', async () => {
-    const r = await send(gw.adminPort, { path: '/v1/history' })
+    const r = await send(s.gw.adminPort, { path: '/v1/history' })
     const body = JSON.parse(r.body)
     expect(body.server_version).toBe('6.2')
     expect(body.versions[0]).toMatchObject({ version: '6.2', date: '2026-07-21' })
     expect(body.versions.at(-1)).toMatchObject({ version: '3.5', date: '2023-04-12' })
-    const cfg = JSON.parse((await send(gw.adminPort, { path: '/v1/config' })).body)
+    const cfg = JSON.parse((await send(s.gw.adminPort, { path: '/v1/config' })).body)
     expect(cfg.server).toEqual({ version: 'auto', in_force: '6.2' })
-    const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+    const metrics = (await send(s.gw.adminPort, { path: '/metrics' })).body
     expect(metrics).toContain('basegate_server_version_info{version="6.2"} 1')
   })
 })
 
 describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link', () => {
-  let up: StubUpstream
-  let gw: GatewayProcess
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    serverOf(up, { current: '5.2' })
-    gw = await startGateway(testYaml(up.url), { env: FAST })
-    await gw.waitForLog((l) => l.msg === 'server version known')
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const s = useServerBehindGateway({ current: '5.2' })
 
   it('RFC 9745: @ the deprecating release (00:00 UTC), and the successor', async () => {
-    const r = await send(gw.port, {
+    const r = await send(s.gw.port, {
       path: `/dtable-db/api/v1/query/${U}/`,
       method: 'POST',
       body: '{"sql":"SELECT 1"}',
@@ -122,55 +119,45 @@ describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link
     expect(r.status).toBe(200)
     expect(r.headers.deprecation).toBe(`@${Date.parse('2025-02-25T00:00:00Z') / 1000}`)
     expect(r.headers.link).toBe(`</api-gateway/api/v2/dtables/${U32}/>; rel="successor-version"`)
-    expect(forwarded(up, '/dtable-db/')).toBe(1)
+    expect(forwarded(s.up, '/dtable-db/')).toBe(1)
     // It breaks at 5.3: the log line says so, and the metric counts it.
-    const line = await gw.waitForLog((l) => l.path === `/dtable-db/api/v1/query/${U}/`)
+    const line = await s.gw.waitForLog((l) => l.path === `/dtable-db/api/v1/query/${U}/`)
     expect(line.api_change).toBe('dtable-db-removed')
-    const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+    const metrics = (await send(s.gw.adminPort, { path: '/metrics' })).body
     expect(metrics).toContain('basegate_api_change_calls_total{entry="dtable-db-removed"} 1')
   })
 })
 
 describe('version unknown, then known; reload switches it all live', () => {
-  let up: StubUpstream
-  let gw: GatewayProcess
   const version = { current: null as string | null }
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    serverOf(up, version)
-    gw = await startGateway(testYaml(up.url), { env: FAST })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const s = useServerBehindGateway(version)
 
   it('unknown: no 410s and no deprecation headers, one warning; known: 410', async () => {
-    const r = await send(gw.port, { path: oldRows })
+    const r = await send(s.gw.port, { path: oldRows })
     expect(r.status).toBe(200)
     expect(r.headers.deprecation).toBeUndefined()
     await new Promise((res) => setTimeout(res, 600))
     expect(
-      gw.logs.filter((l) => l.msg?.toString().startsWith('server version unknown'))
+      s.gw.logs.filter((l) => l.msg?.toString().startsWith('server version unknown'))
     ).toHaveLength(1)
     version.current = '6.2'
-    await gw.waitForLog((l) => l.msg === 'server version known' && l.server_version === '6.2')
-    expect((await send(gw.port, { path: oldRows })).status).toBe(410)
+    await s.gw.waitForLog((l) => l.msg === 'server version known' && l.server_version === '6.2')
+    expect((await send(s.gw.port, { path: oldRows })).status).toBe(410)
   })
 
   it('a reload to history.removed: pass forwards removed endpoints; server.version fixed beats auto', async () => {
-    writeFileSync(gw.configFile, testYaml(up.url, 'history: { removed: pass }'))
-    gw.proc.kill('SIGHUP')
-    await gw.waitForLog((l) => l.msg === 'configuration reloaded')
-    expect((await send(gw.port, { path: oldRows })).status).toBe(200)
-    writeFileSync(gw.configFile, testYaml(up.url, 'server: { version: "5.2" }'))
-    gw.proc.kill('SIGHUP')
-    await gw.waitForLog(
+    writeFileSync(s.gw.configFile, testYaml(s.up.url, 'history: { removed: pass }'))
+    s.gw.proc.kill('SIGHUP')
+    await s.gw.waitForLog((l) => l.msg === 'configuration reloaded')
+    expect((await send(s.gw.port, { path: oldRows })).status).toBe(200)
+    writeFileSync(s.gw.configFile, testYaml(s.up.url, 'server: { version: "5.2" }'))
+    s.gw.proc.kill('SIGHUP')
+    await s.gw.waitForLog(
       (l) =>
         l.msg === 'configuration reloaded' &&
-        gw.logs.filter((x) => x.msg === 'configuration reloaded').length >= 2
+        s.gw.logs.filter((x) => x.msg === 'configuration reloaded').length >= 2
     )
-    const r = await send(gw.port, { path: oldRows })
+    const r = await send(s.gw.port, { path: oldRows })
     expect(r.status).toBe(200)
     expect(r.headers.deprecation).toBeDefined()
   })
@@ -245,23 +232,12 @@ describe('the upgrade report, shared by two instances on one Redis', () => {
 })
 
 describe("the service's own JS client against a 5.1 server", () => {
-  let up: StubUpstream
-  let gw: GatewayProcess
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    serverOf(up, { current: '5.1' })
-    gw = await startGateway(testYaml(up.url), { env: FAST })
-    await gw.waitForLog((l) => l.msg === 'server version known')
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const s = useServerBehindGateway({ current: '5.1' })
 
   it('its base-scoped calls are counted per base (querySql, getDTableMetadata)', async () => {
     const require = createRequire(import.meta.url)
     const DTableWebAPI = require('dtable-web-api').default
-    const api = new DTableWebAPI().init({ server: gw.url, token: 'tok' })
+    const api = new DTableWebAPI().init({ server: s.gw.url, token: 'tok' })
     await api.querySql(U, 'SELECT * FROM Table1 LIMIT 10')
     await api.getDTableMetadata(U)
     // 4.0 removed this one long before 5.1: answered 410.
@@ -269,9 +245,9 @@ describe("the service's own JS client against a 5.1 server", () => {
       .getTableAccessTokenByShareLink('tok')
       .catch((e: { response: { status: number } }) => e)
     expect(gone.response.status).toBe(410)
-    const usage = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${U}` })).body)
+    const usage = JSON.parse((await send(s.gw.adminPort, { path: `/v1/usage/base/${U}` })).body)
     const account = usage.windows.find((w: { class: string }) => w.class === 'account')
     expect(account.used).toBe(2)
-    expect(up.seen.filter((s) => s.url.includes(U)).length).toBe(2)
+    expect(s.up.seen.filter((seen) => seen.url.includes(U)).length).toBe(2)
   })
 })

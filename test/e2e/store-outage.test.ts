@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
-import { redisPid, startRedis, type TestRedis } from '../helpers/redis.js'
+import { redisPid, startRedis, useRedis } from '../helpers/redis.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 
 const up = useStubUpstream()
@@ -10,25 +10,19 @@ const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-2222-4c59-9a51-3
 const admin = (port: number, path: string) => send(port, { path })
 
 describe('store.on_error: open', () => {
-  let redis: TestRedis
-  beforeAll(async () => {
-    redis = await startRedis({ own: true })
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
+  const db = useRedis({ own: true })
 
   it('limits alone while Redis is down, says so once, tells /readyz, and resumes shared counting', async () => {
     const gw = await startGateway(
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 3/min }`
+        `store: { url: "${db.redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 3/min }`
       )
     )
     try {
       expect((await send(gw.port, { path: rowsPath(uuid(1)) })).status).toBe(200)
       expect((await admin(gw.adminPort, '/readyz')).status).toBe(200)
-      await redis.kill()
+      await db.redis.kill()
       // Served from the local limiter: the same limit, counted in this process.
       const statuses: number[] = []
       for (let i = 0; i < 5; i++)
@@ -47,7 +41,7 @@ describe('store.on_error: open', () => {
       )
       expect(gw.logs.filter((l) => l.msg === 'store unavailable')).toHaveLength(1)
 
-      await redis.restart()
+      await db.redis.restart()
       // The outage ends at the first store call that succeeds after the client reconnects.
       for (let i = 0; i < 50 && !gw.logs.some((l) => l.msg === 'store available again'); i++) {
         await send(gw.port, { path: rowsPath(uuid(3)) })
@@ -57,7 +51,7 @@ describe('store.on_error: open', () => {
       expect((await admin(gw.adminPort, '/readyz')).status).toBe(200)
       // Shared again: a second instance sees this one's calls.
       const other = await startGateway(
-        testYaml(up.url, `store: { url: "${redis.url}" }\nrate_limits: { base: 3/min }`)
+        testYaml(up.url, `store: { url: "${db.redis.url}" }\nrate_limits: { base: 3/min }`)
       )
       try {
         await send(gw.port, { path: rowsPath(uuid(4)) })
@@ -75,10 +69,10 @@ describe('store.on_error: open', () => {
     const gw = await startGateway(
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 100/min }`
+        `store: { url: "${db.redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 100/min }`
       )
     )
-    const pid = redisPid(redis.port)
+    const pid = redisPid(db.redis.port)
     try {
       await send(gw.port, { path: rowsPath(uuid(5)) })
       process.kill(pid, 'SIGSTOP')

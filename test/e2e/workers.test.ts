@@ -1,32 +1,23 @@
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { useRedis } from '../helpers/redis.js'
+import { useStubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #14: `workers: N`. One primary (admin port, config file, reloads) and N proxy
 // processes sharing one listener, every one counting in the one store.
 
-let redis: TestRedis
-let upstream: StubUpstream
-
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startStubUpstream()
-})
-afterAll(async () => {
-  await upstream?.close()
-  await redis?.stop()
-})
+const db = useRedis()
+const upstream = useStubUpstream()
 
 const uuid = (n: number) => `5a1b2c3d-0000-4000-8000-${String(n).padStart(12, '0')}`
 
 function yaml(extra: string): string {
   return testYaml(
     upstream.url,
-    `workers: 2\nstore: { url: "${redis.url}", prefix: "${redis.prefix}w${Math.random()}:" }\n${extra}`
+    `workers: 2\nstore: { url: "${db.redis.url}", prefix: "${db.redis.prefix}w${Math.random()}:" }\n${extra}`
   )
 }
 

@@ -168,7 +168,7 @@ export async function evalCalls(c: Redis): Promise<number> {
  * A real Redis for one test file, with the clients the file opens closed after it. Call at
  * the top level of the file.
  */
-export function useRedis(): {
+export function useRedis(opts: { own?: boolean } = {}): {
   readonly redis: TestRedis
   client(options?: RedisOptions): Redis
   track<T extends { disconnect(): void }>(c: T): T
@@ -176,7 +176,7 @@ export function useRedis(): {
   let redis: TestRedis | undefined
   const open: { disconnect(): void }[] = []
   beforeAll(async () => {
-    redis = await startRedis()
+    redis = await startRedis(opts)
   })
   afterAll(async () => {
     for (const c of open) c.disconnect()
