@@ -178,4 +178,39 @@ describe('workers: 2 with the Redis store', () => {
       await g.stop()
     }
   })
+
+  it("the upgrade report read on the primary includes every worker's calls not yet written", async () => {
+    // Workers write their counts every minute here: only the primary asking them to flush
+    // can make these calls appear at once.
+    const g = await startGateway(yaml('server: { version: "5.1" }'), {
+      env: { BASEGATE_REPORT_FLUSH_MS: '60000' },
+    })
+    try {
+      const old = `/dtable-server/api/v1/dtables/${uuid(4)}/rows/`
+      await statuses(g.port, old, 6)
+      await until(() => g.logs.filter((l) => l.path === old).length === 6)
+      const r = JSON.parse((await send(g.adminPort, { path: '/v1/upgrade-report?to=6.2' })).body)
+      const entry = r.entries.find((e: { id: string }) => e.id === 'dtable-server-removed')
+      expect(entry.calls).toBe(6)
+    } finally {
+      await g.stop()
+    }
+  })
+
+  it('/readyz is 503 while no worker serves, and 200 again once they are replaced', async () => {
+    const g = await startGateway(yaml(''))
+    try {
+      const pids = workerPids(g)
+      for (const pid of pids) process.kill(pid, 'SIGKILL')
+      await until(
+        () => g.logs.filter((l) => l.msg === 'a worker stopped; starting another').length === 2
+      )
+      const down = await send(g.adminPort, { path: '/readyz' })
+      expect([down.status, JSON.parse(down.body)]).toEqual([503, { status: 'unready', workers: 0 }])
+      await until(async () => (await send(g.adminPort, { path: '/readyz' })).status === 200)
+      expect(workerPids(g).filter((p) => pids.includes(p))).toEqual([])
+    } finally {
+      await g.stop()
+    }
+  })
 })
