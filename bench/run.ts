@@ -7,6 +7,11 @@ import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { JsonArrayCounter } from '../src/http/json-array-count.js'
 import { sqlRowLimit } from '../src/http/sql-limit.js'
+import { GuardedStore } from '../src/limiter/guarded-store.js'
+import { LeasingStore } from '../src/limiter/leases.js'
+import { MemoryStore } from '../src/limiter/memory-store.js'
+import { RedisStore } from '../src/limiter/redis-store.js'
+import type { Charge } from '../src/types.js'
 
 // npm run bench: every row measured in one run, interleaved round by round, so the ratios
 // compare like with like on a shared, noisy machine. Loopback only; every run is bounded.
@@ -237,6 +242,8 @@ const FLOOD_PATH =
   '/api-gateway/api/v2/dtables/ffffffff-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1'
 const HOT_LUA = `request = function() return wrk.format("GET", "/api-gateway/api/v2/dtables/eeeeeeee-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1") end`
 const FLOOD_LUA = `request = function() return wrk.format("GET", "${FLOOD_PATH}") end`
+// Issue #14: 100 hot bases, every call admitted (where leases pay).
+const HOT100_LUA = ROTATING_LUA.replaceAll('1000', '100')
 
 interface Target {
   name: string
@@ -284,8 +291,11 @@ async function scriptUs(redis: Redis, file: string, live: number): Promise<numbe
   const key = `bench-script:{b:${file.length}-${live}-${Math.random()}}`
   const bucketMs = 60_000 / 50
   const t0 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
-  const call = (now: number) =>
-    redis.evalsha(sha, 1, key, 50, 1, 0, 0, now, 10_000_000, 60_000, 0, 0, 0)
+  // 0.3.0 added a sixth argument per window (a lease asked for); older scripts take five.
+  const window = readFileSync(file, 'utf8').includes('(#ARGV - 5) / 6')
+    ? [10_000_000, 60_000, 0, 0, 0, 0]
+    : [10_000_000, 60_000, 0, 0, 0]
+  const call = (now: number) => redis.evalsha(sha, 1, key, 50, 1, 0, 0, now, ...window)
   // The script itself fills the buckets (so the key has its layout's own fields), one per bucket.
   for (let b = 0; b < live; b++) await call(t0 + b * bucketMs)
   const now = t0 + (live - 1) * bucketMs + 1
@@ -324,6 +334,64 @@ async function scriptCosts(redis: Redis): Promise<string[]> {
   return out
 }
 
+/**
+ * Issue #14: store calls (EVALSHA, give-backs included) per admitted call, with and without
+ * leases: three instances in this process, each with its own connection and the production
+ * stack (leases over the guard, its over-limit cache, the Redis store), 50 callers.
+ */
+async function leaseCosts(url: string, redis: Redis): Promise<string[]> {
+  const cases = [
+    { name: 'flood: one key at 10,000/min, 30,000 calls', keys: 1, limit: 10_000 },
+    { name: '100 hot keys at 1,000,000/min, 30,000 calls', keys: 100, limit: 1_000_000 },
+  ]
+  const out = [
+    '## leases: store calls per admitted call (3 instances in one process, 50 callers)',
+    '',
+    '| case | leases | admitted | refused | store calls | store calls per admitted call |',
+    '| --- | --- | ---: | ---: | ---: | ---: |',
+  ]
+  const evals = async () =>
+    Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0)
+  for (const [ci, cs] of cases.entries()) {
+    for (const leases of [false, true]) {
+      const clients = [0, 1, 2].map(() => new Redis(url, { enableAutoPipelining: true }))
+      const stores = clients.map((c) => {
+        const guarded = new GuardedStore(
+          new RedisStore(c, { prefix: `bench-lease-${ci}-${leases}:` }),
+          { onError: 'open', fallback: new MemoryStore() }
+        )
+        return leases ? new LeasingStore(guarded, { clock: 'store' }) : guarded
+      })
+      // Loads the script on every connection before counting.
+      for (const st of stores) await st.peek([leaseCharge('warm', cs.limit)], Date.now())
+      const before = await evals()
+      let admitted = 0
+      let refused = 0
+      let next = 0
+      await Promise.all(
+        Array.from({ length: 50 }, async (_, caller) => {
+          while (next < 30_000) {
+            const k = next++ % cs.keys
+            const d = await stores[caller % 3]!.consume([leaseCharge(k, cs.limit)], Date.now())
+            if (d.allowed) admitted++
+            else refused++
+          }
+        })
+      )
+      await Promise.all(stores.map((st) => st.close()))
+      const calls = (await evals()) - before
+      out.push(
+        `| ${cs.name} | ${leases ? 'on' : 'off'} | ${admitted} | ${refused} | ${calls} | ${(calls / admitted).toFixed(3)} |`
+      )
+    }
+  }
+  return out
+}
+
+function leaseCharge(k: number | string, limit: number): Charge {
+  return { key: `{b:${k}}:base:60000`, limit, windowMs: 60_000, kind: 'class', cls: 'base' }
+}
+
 async function main(): Promise<void> {
   const useWrk = ensureWrk()
   const redisPort = await freePort()
@@ -356,6 +424,14 @@ async function main(): Promise<void> {
       baseLimit: '10000000/min',
       max: 10_000_000,
       lua: HOT_LUA,
+      withHono: false,
+    },
+    {
+      name: 'hot100',
+      title: '100 hot base UUIDs, every call admitted',
+      baseLimit: '10000000/min',
+      max: 10_000_000,
+      lua: HOT100_LUA,
       withHono: false,
     },
     {
@@ -424,6 +500,21 @@ async function main(): Promise<void> {
       workersConf,
     ])
     procs.push(workersProc)
+    // The same gateway with `store.leases: true` (issue #14).
+    const leasesPort = await freePort()
+    const leasesConf = join(WORK, `${sc.name}-leases.yaml`)
+    writeFileSync(
+      leasesConf,
+      readFileSync(conf, 'utf8')
+        .replace(`port: ${gwPort}`, `port: ${leasesPort}`)
+        .replace(`prefix: "bench-${sc.name}:"`, `prefix: "bench-leases-${sc.name}:", leases: true`)
+    )
+    const leasesProc = await start(process.execPath, [
+      join(DIST, 'src/main.js'),
+      '--config',
+      leasesConf,
+    ])
+    procs.push(leasesProc)
     // BENCH_BASELINE=/path/to/an/older/build/dist/src/main.js adds that build as a row, measured
     // in the same interleaved rounds (the side-by-side "no slower" check of a change).
     const baseline = process.env.BENCH_BASELINE
@@ -458,6 +549,11 @@ async function main(): Promise<void> {
       name: `basegate-workers-${availableParallelism()}`,
       url: `http://127.0.0.1:${workersPort}`,
       pid: workersProc.pid,
+    })
+    targets.push({
+      name: 'basegate-leases',
+      url: `http://127.0.0.1:${leasesPort}`,
+      pid: leasesProc.pid,
     })
     if (baseProc)
       targets.push({
@@ -546,10 +642,11 @@ async function main(): Promise<void> {
     lines.push('')
   }
   lines.push(
-    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together).'
+    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`.'
   )
   lines.push('', ...checkCosts())
   lines.push('', ...(await scriptCosts(redis)))
+  lines.push('', ...(await leaseCosts(redisUrl, redis)))
   const md = lines.join('\n') + '\n'
   mkdirSync(join(ROOT, 'bench'), { recursive: true })
   writeFileSync(join(ROOT, 'bench/results.md'), md)

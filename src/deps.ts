@@ -1,5 +1,6 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
 import { GuardedStore } from './limiter/guarded-store.js'
+import { LeasingStore } from './limiter/leases.js'
 import { MemoryStore } from './limiter/memory-store.js'
 import { RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
@@ -33,6 +34,38 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
       kind: 'memory',
     }
   }
+  const client = redisClient(s, kind)
+  // A diagnostic switch, not a setting: the caller's clock reproduces the behaviour before
+  // issue #11 (each instance bucketing on its own clock), for the tests that prove the fix.
+  const clock = process.env.BASEGATE_STORE_CLOCK === 'caller' ? 'caller' : 'store'
+  const guarded = guardedRedisStore(client, config, logger, clock, metrics)
+  // Leases sit outside the guard: a call a held share admits needs neither the over-limit
+  // cache nor the store, and shares stay good while the store is down (they were charged).
+  const store: LimiterStore = s.leases
+    ? new LeasingStore(guarded, {
+        clock,
+        observe: metrics && {
+          admitted: () => metrics.leaseAdmits.inc(),
+          returned: (units) => metrics.leaseReturns.inc(units),
+        },
+      })
+    : guarded
+  // Pub/sub needs a connection of its own.
+  const subscriber =
+    client instanceof Cluster
+      ? client.duplicate(undefined, { enableOfflineQueue: true })
+      : client.duplicate({ enableOfflineQueue: true })
+  subscriber.on('error', () => {})
+  return {
+    store,
+    overrides: new RedisOverrideStore(client, subscriber, s.prefix),
+    report: new RedisReportStore(client, s.prefix),
+    kind,
+  }
+}
+
+/** The ioredis client for the store (one connection, or a Cluster). */
+function redisClient(s: Config['store'], kind: StoreKind): Redis | Cluster {
   const options: RedisOptions = {
     // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
     commandTimeout: s.timeoutMs,
@@ -74,14 +107,25 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
   }
   // ioredis reports every failed reconnect; the guarded store logs the outage once.
   client.on('error', () => {})
-  const store = new GuardedStore(
+  return client
+}
+
+/** The Redis store behind its guard (over-limit cache, circuit breaker, on_error). */
+function guardedRedisStore(
+  client: Redis | Cluster,
+  config: Config,
+  logger: Logger,
+  clock: 'store' | 'caller',
+  metrics?: Metrics
+): GuardedStore {
+  const s = config.store
+  const kind = storeKindOf(s)
+  return new GuardedStore(
     new RedisStore(client, {
       prefix: s.prefix,
       cluster: kind === 'cluster',
       timeoutMs: s.timeoutMs,
-      // A diagnostic switch, not a setting: the caller's clock reproduces the behaviour before
-      // issue #11 (each instance bucketing on its own clock), for the tests that prove the fix.
-      clock: process.env.BASEGATE_STORE_CLOCK === 'caller' ? 'caller' : 'store',
+      clock,
     }),
     {
       onError: s.onError,
@@ -100,16 +144,4 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
       },
     }
   )
-  // Pub/sub needs a connection of its own.
-  const subscriber =
-    client instanceof Cluster
-      ? client.duplicate(undefined, { enableOfflineQueue: true })
-      : client.duplicate({ enableOfflineQueue: true })
-  subscriber.on('error', () => {})
-  return {
-    store,
-    overrides: new RedisOverrideStore(client, subscriber, s.prefix),
-    report: new RedisReportStore(client, s.prefix),
-    kind,
-  }
 }

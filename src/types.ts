@@ -82,6 +82,8 @@ export interface Config {
     prefix: string
     timeoutMs: number
     onError: OnStoreError
+    /** Issue #14: hot keys take shares of their window (limiter/leases.ts). */
+    leases: boolean
   }
   clientIp: { trustedProxies: readonly string[]; ipv6Prefix: number }
   rateLimits: {
@@ -180,6 +182,13 @@ export interface Decision {
   nowMs: number
   /** Redis: when the script ran, on the store's clock (the request line's `store_ms`). */
   storeMs?: number
+  /**
+   * When the caller asked for leases: per window, the calls this call charged (1, or the whole
+   * share of a lease granted). Absent when no lease could be asked (limiter/leases.ts).
+   */
+  charged?: number[]
+  /** Admitted from a lease this process holds, without a store call. */
+  leased?: boolean
 }
 
 /** What the classifier makes of one request. */
@@ -197,10 +206,18 @@ export interface Classification {
  * (a StoreError).
  */
 export interface LimiterStore {
-  /** Checks every window and charges all of them, or none when one refuses. */
-  consume(charges: readonly Charge[], nowMs: number): Promise<Decision>
+  /**
+   * Checks every window and charges all of them, or none when one refuses. `asks`: per window,
+   * a lease to take if the store grants leases (limiter/leases.ts); other stores ignore it.
+   */
+  consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision>
   /** The windows' state now, changing nothing (`allowed`: whether a call would be admitted). */
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision>
+  /**
+   * Gives back the unused part of leases: `units[i]` of window i, from the bucket the grant was
+   * charged in (`atMs`, on the grant decision's clock). Only stores that grant leases have it.
+   */
+  giveBack?(charges: readonly Charge[], units: readonly number[], atMs: number): Promise<void>
   /** Whether the store answers now. */
   ready(): Promise<boolean>
   close(): Promise<void>

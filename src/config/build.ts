@@ -94,6 +94,7 @@ function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'
     prefix: file.store?.prefix ?? D.store.prefix,
     timeoutMs: file.store?.timeout_ms ?? D.store.timeout_ms,
     onError: file.store?.on_error ?? D.store.on_error,
+    leases: file.store?.leases ?? D.store.leases,
   }
 }
 

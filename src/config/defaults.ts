@@ -17,6 +17,7 @@ export const DEFAULTS = {
     prefix: 'basegate:',
     timeout_ms: 100,
     on_error: 'open',
+    leases: false,
   },
   client_ip: { trusted_proxies: [] as string[], ipv6_prefix: 64 },
   rate_limits: { ip_ceiling: 'unlimited', rules: [] as unknown[] },

@@ -90,6 +90,7 @@ export const limitsFileSchema = z.strictObject({
       prefix: z.string().optional(),
       timeout_ms: positiveInt.optional(),
       on_error: z.enum(['open', 'closed']).optional(),
+      leases: z.boolean().optional(),
     })
     .optional(),
   client_ip: z

@@ -55,7 +55,11 @@ export class GuardedStore implements LimiterStore {
     return this.down
   }
 
-  async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+  async consume(
+    charges: readonly Charge[],
+    nowMs: number,
+    asks?: readonly number[]
+  ): Promise<Decision> {
     const cached = this.overLimit?.check(charges, nowMs) ?? null
     if (cached !== null) {
       this.cachedRefusals++
@@ -66,7 +70,7 @@ export class GuardedStore implements LimiterStore {
     if (this.down) this.nextProbeMs = Date.now() + this.probeEveryMs
     const started = performance.now()
     try {
-      const d = await this.inner.consume(charges, nowMs)
+      const d = await this.inner.consume(charges, nowMs, asks)
       this.opts.observe?.call((performance.now() - started) / 1000, true)
       this.failures = 0
       if (this.down) this.markDown(false)
@@ -86,6 +90,23 @@ export class GuardedStore implements LimiterStore {
     if (this.opts.onError === 'closed') throw err ?? new StoreError('the store is down')
     this.opts.observe?.fallback()
     return this.fallback.consumeSync(charges, nowMs)
+  }
+
+  /**
+   * Unused lease shares go back while the store answers. One that cannot (the store down) stays
+   * counted until its bucket leaves the window: that can only refuse, never admit, a call.
+   */
+  async giveBack(
+    charges: readonly Charge[],
+    units: readonly number[],
+    atMs: number
+  ): Promise<void> {
+    if (this.down || this.inner.giveBack === undefined) return
+    try {
+      await this.inner.giveBack(charges, units, atMs)
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err
+    }
   }
 
   /** Usage reads go to the shared store; while it is down, to the local fallback. */

@@ -36,7 +36,11 @@ const enum Mode {
   Charge = 0,
   Peek = 1,
   Force = 2,
+  GiveBack = 3,
 }
+
+/** The script's answers per window (used, resetAt, retryAt, limit, charged). */
+const ANSWERS_PER_WINDOW = 5
 
 /**
  * Counters in Redis: one EVALSHA per request for all its windows (ioredis defineCommand sends
@@ -56,12 +60,29 @@ export class RedisStore implements LimiterStore {
     this.client = client as ScriptClient
   }
 
-  consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+  /**
+   * `asks` (limiter/leases.ts): per window, the calls to charge as a lease (0: none). A
+   * request whose windows span Cluster slots takes no lease: giving a share back after a later
+   * slot refused would need a second refund path for little gain.
+   */
+  consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision> {
     if (this.opts.cluster && charges.length > 1) {
       const groups = this.bySlot(charges)
       if (groups.length > 1) return this.consumeAcrossSlots(charges, groups, nowMs)
     }
-    return this.run(charges, nowMs, Mode.Charge)
+    return this.run(charges, nowMs, Mode.Charge, 1, 0, asks)
+  }
+
+  /**
+   * Takes back the unused part of leases (`units[i]` of window i), each from the bucket of its
+   * grant (`atMs`, on the decision's clock). The caller groups windows of one slot.
+   */
+  async giveBack(
+    charges: readonly Charge[],
+    units: readonly number[],
+    atMs: number
+  ): Promise<void> {
+    await this.run(charges, atMs, Mode.GiveBack, 0, atMs, units)
   }
 
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
@@ -146,7 +167,8 @@ export class RedisStore implements LimiterStore {
     nowMs: number,
     mode: Mode,
     cost = 1,
-    refundAtMs = 0
+    refundAtMs = 0,
+    asks?: readonly number[]
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
@@ -175,9 +197,10 @@ export class RedisStore implements LimiterStore {
         if (at === -1) at = keys.push(full) - 1
         limitIndex = at + 1 // Lua's KEYS is 1-based
       }
-      const endMs = c.kind === 'monthly' ? c.endMs : 0
+      // A give-back names its grant's time in the calendar-end field (sliding-window.lua).
+      const endMs = c.kind === 'monthly' ? c.endMs : mode === Mode.GiveBack ? refundAtMs : 0
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
-      argv.push(c.limit, windowMsOf(c), endMs, limitIndex, shadow)
+      argv.push(c.limit, windowMsOf(c), endMs, limitIndex, shadow, asks?.[i] ?? 0)
     }
     let raw: number[]
     try {
@@ -189,12 +212,17 @@ export class RedisStore implements LimiterStore {
     const storeNow = raw[2]!
     this.learnOffset(storeNow, sentMs)
     if (raw[0] === -1) throw new StoreError('redis: the call reached the store after its deadline')
+    if (mode === Mode.GiveBack) return admitNothing(decisionNow)
     const windows = new Array(n)
+    let charged: number[] | undefined
     for (let i = 0; i < n; i++) {
-      const o = 3 + 4 * i
+      const o = 3 + ANSWERS_PER_WINDOW * i
       windows[i] = toWindowState(raw[o]!, raw[o + 1]!, raw[o + 2]!, decisionNow, raw[o + 3]!)
+      if (asks !== undefined) (charged ??= new Array(n))[i] = raw[o + 4]!
     }
-    return { allowed: raw[0] === 1, windows, nowMs: decisionNow, storeMs: storeNow }
+    const d: Decision = { allowed: raw[0] === 1, windows, nowMs: decisionNow, storeMs: storeNow }
+    if (charged !== undefined) d.charged = charged
+    return d
   }
 
   async ready(): Promise<boolean> {

@@ -26,26 +26,36 @@
 -- ARGV[2]             cost of this call (1)
 -- ARGV[3]             mode: 0 = check and charge; 1 = peek (read only, charge and delete
 --                     nothing); 2 = force (charge without checking: a refund, with cost -1,
---                     of a call charged here and refused on another Cluster slot)
+--                     of a call charged here and refused on another Cluster slot);
+--                     3 = give back unused lease shares (below)
 -- ARGV[4]             mode 0: a deadline on the store's clock (ms), or 0: past it the caller
 --                     has given up (its timeout), so the call is neither admitted nor
 --                     charged; mode 2: the store time of the charge being refunded, so the
 --                     refund lands in the same bucket
 -- ARGV[5]             now (ms) on the caller's clock, or 0 for the store's (TIME; production).
 --                     A caller's clock serves tests that drive time by hand.
--- ARGV[6 + 5(i-1)]    window i: limit
--- ARGV[7 + 5(i-1)]    window i: length in ms, or 0 for a calendar window
--- ARGV[8 + 5(i-1)]    window i: calendar window end (ms), else 0
--- ARGV[9 + 5(i-1)]    window i: index in KEYS of its limit-override key, else 0
--- ARGV[10 + 5(i-1)]    window i: 1 when it is a dry-run rule (never refuses; not charged when
+-- ARGV[6 + 6(i-1)]    window i: limit
+-- ARGV[7 + 6(i-1)]    window i: length in ms, or 0 for a calendar window
+-- ARGV[8 + 6(i-1)]    window i: calendar window end (ms), else 0
+-- ARGV[9 + 6(i-1)]    window i: index in KEYS of its limit-override key, else 0
+-- ARGV[10 + 6(i-1)]   window i: 1 when it is a dry-run rule (never refuses; not charged when
 --                     over, so its count shows what enforcing it would admit), else 0
+-- ARGV[11 + 6(i-1)]   window i: mode 0: a lease asked for (limiter/leases.ts): the calls to
+--                     charge now, this one and the share the caller will admit by itself until
+--                     the bucket ends; granted only while the window stays at or under half
+--                     its limit with it, else the call is charged alone. 0: no lease.
+--                     Mode 3 (give back): the unused share to take back.
 --
--- Returns { allowed, now, storeNow, used_1, resetAt_1, retryAt_1, limit_1, used_2, ... }:
+-- Mode 3 gives back unused lease shares, with no check: window i's calendar-end field
+-- (ARGV[8 + 6(i-1)]) carries the store time of the grant, so the share leaves its own bucket,
+-- and only as much as that bucket still holds (a bucket that left the window took its calls).
+--
+-- Returns { allowed, now, storeNow, used_1, resetAt_1, retryAt_1, limit_1, charged_1, used_2, ... }:
 -- allowed is 1, 0, or -1 for a deadline passed; now is the clock the times are on (the
 -- store's, unless the caller gave its own); storeNow is the store's clock; used includes this call
 -- when it was charged; resetAt is when the oldest counted call leaves (calendar: the end);
 -- retryAt (windows over their limit only, else 0) is when a call would fit again; limit is
--- the limit applied.
+-- the limit applied; charged is what this call added to the window (a lease: its whole share).
 
 local t = redis.call('TIME')
 local storeNow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -56,7 +66,9 @@ local cost = tonumber(ARGV[2])
 local peek = ARGV[3] == '1'
 local force = ARGV[3] == '2'
 local at = tonumber(ARGV[4])
-local n = (#ARGV - 5) / 5
+local n = (#ARGV - 5) / 6
+local W = 6
+
 
 if force and at > 0 then
   now = at
@@ -118,6 +130,42 @@ local function expire(key, sum, first, oldest, cur, buckets, peek)
   return sum, nextFirst
 end
 
+if ARGV[3] == '3' then
+  for i = 1, n do
+    local base = W * (i - 1)
+    local windowMs = tonumber(ARGV[7 + base])
+    local units = tonumber(ARGV[11 + base])
+    local key = KEYS[i]
+    local bucket = math.floor(tonumber(ARGV[8 + base]) / (windowMs / buckets))
+    local held = tonumber(redis.call('HGET', key, bucket) or '0')
+    if units > 0 and held >= units then
+      local total = redis.call('HINCRBY', key, 't', -units)
+      if held > units then
+        redis.call('HINCRBY', key, bucket, -units)
+      else
+        -- An emptied bucket goes, so that `o` (and resetAt) only ever name a bucket with calls.
+        redis.call('HDEL', key, bucket)
+        if tonumber(redis.call('HGET', key, 'o')) == bucket then
+          local range, got = bucketsIn(key, bucket + 1, bucket + buckets + 1)
+          local nextFirst = nil
+          for j = 1, #range do
+            if got[j] then
+              nextFirst = range[j]
+              break
+            end
+          end
+          if nextFirst == nil or total <= 0 then
+            redis.call('HDEL', key, 't', 'o')
+          else
+            redis.call('HSET', key, 'o', nextFirst)
+          end
+        end
+      end
+    end
+  end
+  return { 1, now, storeNow }
+end
+
 local used = {}
 local resetAt = {}
 local retryAt = {}
@@ -125,11 +173,12 @@ local limits = {}
 local current = {}
 local firsts = {}
 local shadowOver = {}
+local charged = {}
 local allowed = 1
 
 for i = 1, n do
   local key = KEYS[i]
-  local base = 5 * (i - 1)
+  local base = W * (i - 1)
   local limit = tonumber(ARGV[6 + base])
   local windowMs = tonumber(ARGV[7 + base])
   local overrideIndex = tonumber(ARGV[9 + base])
@@ -140,6 +189,7 @@ for i = 1, n do
   end
   limits[i] = limit
   retryAt[i] = 0
+  charged[i] = 0
   local over = false
 
   if windowMs == 0 then
@@ -205,8 +255,16 @@ end
 if allowed == 1 and not peek then
   for i = 1, n do
     if not shadowOver[i] then
-      local base = 5 * (i - 1)
+      local base = W * (i - 1)
       local windowMs = tonumber(ARGV[7 + base])
+      local ask = tonumber(ARGV[11 + base])
+      local c = cost
+      -- A lease keeps the window at or under half its limit: past that, every call is checked
+      -- here, one by one, so an unused share never stands in the way of a call near the limit.
+      if cost > 0 and ask > cost and windowMs > 0 and used[i] + ask <= math.floor(limits[i] / 2) then
+        c = ask
+      end
+      charged[i] = c
       if windowMs == 0 then
         redis.call('INCRBY', KEYS[i], cost)
         -- Kept one day past the month's end, so the last month stays readable for a while.
@@ -215,13 +273,13 @@ if allowed == 1 and not peek then
         local bucketMs = windowMs / buckets
         -- A refund takes back only what its bucket still holds (one that left the window
         -- already took its calls with it).
-        local held = cost >= 0 or tonumber(redis.call('HGET', KEYS[i], current[i]) or '0') >= -cost
+        local held = c >= 0 or tonumber(redis.call('HGET', KEYS[i], current[i]) or '0') >= -c
         if held then
-          redis.call('HINCRBY', KEYS[i], current[i], cost)
+          redis.call('HINCRBY', KEYS[i], current[i], c)
           if firsts[i] == nil then
-            redis.call('HSET', KEYS[i], 't', cost, 'o', current[i])
+            redis.call('HSET', KEYS[i], 't', c, 'o', current[i])
           else
-            redis.call('HINCRBY', KEYS[i], 't', cost)
+            redis.call('HINCRBY', KEYS[i], 't', c)
           end
           redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
         end
@@ -229,7 +287,7 @@ if allowed == 1 and not peek then
           resetAt[i] = (current[i] + 1) * bucketMs + windowMs
         end
       end
-      used[i] = used[i] + cost
+      used[i] = used[i] + c
     end
   end
 end
@@ -240,5 +298,6 @@ for i = 1, n do
   out[#out + 1] = resetAt[i]
   out[#out + 1] = retryAt[i]
   out[#out + 1] = limits[i]
+  out[#out + 1] = charged[i]
 end
 return out

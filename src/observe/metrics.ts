@@ -92,6 +92,18 @@ export class Metrics {
     'Refusals answered from the local over-limit cache, without a store call',
     [] as const
   )
+  readonly leaseAdmits = counter(
+    this.registry,
+    'basegate_lease_admits_total',
+    'Calls admitted from a share of a hot key this process leased (store.leases), without a store call',
+    [] as const
+  )
+  readonly leaseReturns = counter(
+    this.registry,
+    'basegate_lease_returned_total',
+    'Calls of leased shares given back unused when their bucket ended',
+    [] as const
+  )
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',

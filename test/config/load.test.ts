@@ -160,6 +160,15 @@ describe('parseConfig: every problem named by its field', () => {
     expect(lines(fixture('bad-port.yaml'))).toEqual([expect.stringMatching(/^listen\.port: /)])
   })
 
+  it('store.leases is off unless set, and must be true or false', () => {
+    const off = parseConfig('store: { url: "redis://127.0.0.1:6379" }', {})
+    const on = parseConfig('store: { url: "redis://127.0.0.1:6379", leases: true }', {})
+    if (!off.ok || !on.ok) throw new Error('expected valid configs')
+    expect(off.config.store.leases).toBe(false)
+    expect(on.config.store.leases).toBe(true)
+    expect(lines('store: { leases: "yes" }')).toEqual([expect.stringMatching(/^store\.leases: /)])
+  })
+
   it('bad-rule.yaml reports each rule field', () => {
     const out = lines(fixture('bad-rule.yaml'))
     expect(out).toContain('rate_limits.rules[1].method[0]: "G3T" is not an HTTP method')

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { Redis } from 'ioredis'
 import { Agent, request } from 'undici'
 import { rowsPath } from '../helpers/http.js'
 import { useInstances } from '../helpers/instances.js'
@@ -32,5 +33,46 @@ describe('three instances sharing one redis-server', () => {
       const lines = g.logs.filter((l) => l.status === 200 && l.class === 'base')
       expect(lines.length).toBeGreaterThan(0)
     }
+  })
+})
+
+describe('three instances sharing one redis-server, leases on (issue #14)', () => {
+  const set = useInstances({
+    count: 3,
+    yaml: (redis) =>
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}", leases: true }\nrate_limits: { base: 100/min }`,
+  })
+
+  it('admits exactly the limit from a burst at one key, some of it from shares, and leaves no share counted', async () => {
+    const { gws, redis } = set
+    const agent = new Agent({ connections: 20 })
+    const statuses = await Promise.all(
+      Array.from({ length: 450 }, async (_, i) => {
+        const g = gws[i % 3]!
+        const r = await request(`${g.url}${rowsPath('bbbbbbbb-0d3b-4c59-9a51-3e2d7c8b9a10')}`, {
+          dispatcher: agent,
+        })
+        await r.body.dump()
+        return r.statusCode
+      })
+    )
+    await agent.close()
+    expect(statuses.filter((s) => s === 200).length).toBe(100)
+    expect(statuses.filter((s) => s === 429).length).toBe(350)
+    let leased = 0
+    for (const g of gws) {
+      const r = await request(`${g.adminUrl}/metrics`)
+      const m = /^basegate_lease_admits_total (\d+)$/m.exec(await r.body.text())
+      leased += Number(m?.[1] ?? 0)
+    }
+    expect(leased).toBeGreaterThan(0)
+    // Once the shares' bucket has ended, the store counts the admitted calls and nothing more.
+    await new Promise((r) => setTimeout(r, 1500))
+    const admin = new Redis(redis.url)
+    const [key] = (await admin.keys(`${redis.prefix}{b:bbbbbbbb*`)).filter((k) =>
+      k.includes(':base:')
+    )
+    expect(Number(await admin.hget(key!, 't'))).toBe(100)
+    admin.disconnect()
   })
 })

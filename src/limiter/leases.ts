@@ -1,0 +1,337 @@
+import { BUCKETS_PER_WINDOW, type Charge, type Decision, type LimiterStore } from '../types.js'
+
+export interface LeaseOptions {
+  /**
+   * Which clock the store's decisions are on (RedisStoreOptions.clock). `store`: a lease lasts
+   * until its bucket ends on the store's clock, measured here on the monotonic clock from the
+   * moment the grant was asked (never later than the store's own bucket end). `caller`: the
+   * nowMs passed in (tests that drive time by hand).
+   */
+  clock: 'store' | 'caller'
+  /** The largest share, as a fraction of the window's limit (default 1/20). */
+  maxShare?: number
+  /** Keys whose demand is remembered (default 100,000; the oldest goes first). */
+  maxKeys?: number
+  /** Monotonic milliseconds (default performance.now). */
+  monotonic?: () => number
+  /** Metrics hooks. */
+  observe?: { admitted(): void; returned(units: number): void }
+}
+
+/** A share of one window's budget for one bucket, charged in the store, admitted here. */
+interface Lease {
+  charge: Charge
+  /** Calls still to admit from it. */
+  units: number
+  /** The grant's time on the decision's clock: its bucket, for the give-back. */
+  grantAtMs: number
+  /** The end of its bucket: on the monotonic clock (`store`) or the caller's (`caller`). */
+  deadline: number
+  /** The window's count the store reported with the whole share in it. */
+  usedAtGrant: number
+  resetAtMs: number
+  /** For the decision clock of a local admission (`store`): the grant's time, and when it came. */
+  monoAtGrant: number
+  timer: NodeJS.Timeout | null
+}
+
+/** Calls this process saw for a key, in the current and the previous bucket. */
+interface Demand {
+  bucket: number
+  calls: number
+  prev: number
+  /** The bucket in which the store last declined a share (the window past half): none is asked again in it. */
+  declined: number
+}
+
+const SHARE_OF_LIMIT = 1 / 20
+
+/**
+ * Leases for hot keys (issue #14), as a decorator over the shared store.
+ *
+ * A key this process sees at least twice in a bucket asks, with its next store call, for a
+ * share of the window: the store charges the whole share at once (this call and the ones it
+ * expects before the bucket ends) if the window stays at or under half its limit with it. The
+ * calls that follow are admitted here, without a store call, until the share is used or its
+ * bucket ends; what is left then is given back to the store.
+ *
+ * SPEC §3 holds: every call admitted from a share was charged in the store, in the bucket it
+ * arrives in, before it was admitted, so the store's count is never below what was admitted
+ * (an unused share only counts calls that never came, until it is given back: that can only
+ * refuse, never admit). Past half the limit every call goes to the store one by one, so the
+ * last half of a window is exact, and a client near its limit is never refused for another
+ * instance's unused share.
+ *
+ * A request with a monthly window takes no lease (its quota can be raised by any instance's
+ * admin API at any moment, and it needs a store call anyway).
+ */
+export class LeasingStore implements LimiterStore {
+  private readonly leases = new Map<string, Lease>()
+  private readonly demand = new Map<string, Demand>()
+  /** Grants being asked for, by key: later calls wait for them instead of asking again. */
+  private readonly pending = new Map<string, Promise<unknown>>()
+  private readonly monotonic: () => number
+  private readonly maxShare: number
+  private readonly maxKeys: number
+  private closed = false
+
+  constructor(
+    private readonly inner: LimiterStore,
+    private readonly opts: LeaseOptions
+  ) {
+    this.monotonic = opts.monotonic ?? (() => performance.now())
+    this.maxShare = opts.maxShare ?? SHARE_OF_LIMIT
+    this.maxKeys = opts.maxKeys ?? 100_000
+  }
+
+  /** Leases held now (tests, metrics). */
+  get held(): number {
+    return this.leases.size
+  }
+
+  async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    if (this.closed || !leasable(charges)) return this.inner.consume(charges, nowMs)
+    this.count(charges, nowMs)
+    const retiring: Promise<void>[] = []
+    const local = this.takeLocal(charges, nowMs, retiring)
+    if (local !== null) return local
+    const pending = this.pendingFor(charges)
+    if (pending !== null) {
+      await pending
+      const after = this.takeLocal(charges, this.nowFor(nowMs), retiring)
+      if (after !== null) return after
+    }
+    // A share that ended goes back before the next charge (in order, for a driven clock).
+    if (retiring.length > 0) await Promise.all(retiring)
+    const asks = this.asksFor(charges)
+    if (asks === null) return this.refusedOrLocal(charges, await this.inner.consume(charges, nowMs))
+    const askedMono = this.monotonic()
+    const call = this.inner.consume(charges, nowMs, asks)
+    const settled = call.then(
+      () => undefined,
+      () => undefined
+    )
+    for (let i = 0; i < charges.length; i++) {
+      if (asks[i]! > 0) this.pending.set(charges[i]!.key, settled)
+    }
+    try {
+      const d = await call
+      this.grant(charges, asks, d, askedMono)
+      return this.refusedOrLocal(charges, d)
+    } finally {
+      for (let i = 0; i < charges.length; i++) {
+        const key = charges[i]!.key
+        if (this.pending.get(key) === settled) this.pending.delete(key)
+      }
+    }
+  }
+
+  /**
+   * A call the store refused while this process holds a share for each of its windows is
+   * admitted from the shares: they were charged, and may be what filled the window. Answers
+   * on one connection come in the store's order, so a share granted before the refusal is
+   * known here by then, and a burst on one instance leaves no share unused while refusing.
+   */
+  private refusedOrLocal(charges: readonly Charge[], d: Decision): Decision {
+    if (d.allowed || this.leases.size === 0) return d
+    return this.takeLocal(charges, d.nowMs, []) ?? d
+  }
+
+  /** The caller's clock after a wait (a driven clock does not move while waiting). */
+  private nowFor(nowMs: number): number {
+    return this.opts.clock === 'caller' ? nowMs : Date.now()
+  }
+
+  /**
+   * A decision from the leases this process holds: every window must hold a live share with a
+   * call left, or none is taken. Leases found ended are retired into `retiring`.
+   */
+  private takeLocal(
+    charges: readonly Charge[],
+    nowMs: number,
+    retiring: Promise<void>[]
+  ): Decision | null {
+    if (this.leases.size === 0) return null
+    const clockNow = this.opts.clock === 'caller' ? nowMs : this.monotonic()
+    for (let i = 0; i < charges.length; i++) {
+      const c = charges[i]!
+      const lease = this.leases.get(c.key)
+      if (lease === undefined) return null
+      // Ended, or granted under a limit a reload has since changed.
+      if (clockNow >= lease.deadline || lease.charge.limit !== c.limit) {
+        retiring.push(this.retire(lease))
+        return null
+      }
+      if (lease.units < 1) return null
+    }
+    const windows = new Array(charges.length)
+    let decisionNow = nowMs
+    for (let i = 0; i < charges.length; i++) {
+      const lease = this.leases.get(charges[i]!.key)!
+      lease.units--
+      const used = lease.usedAtGrant - lease.units
+      const limit = lease.charge.limit
+      windows[i] = {
+        limit,
+        used,
+        remaining: Math.max(0, limit - used),
+        resetAtMs: lease.resetAtMs,
+        retryAtMs: 0,
+      }
+      if (i === 0 && this.opts.clock === 'store') {
+        decisionNow = lease.grantAtMs + (clockNow - lease.monoAtGrant)
+      }
+      // Used up: nothing to give back, so it goes now.
+      if (lease.units === 0) void this.retire(lease)
+    }
+    this.opts.observe?.admitted()
+    return { allowed: true, windows, nowMs: decisionNow, leased: true }
+  }
+
+  private pendingFor(charges: readonly Charge[]): Promise<unknown> | null {
+    if (this.pending.size === 0) return null
+    for (const c of charges) {
+      const p = this.pending.get(c.key)
+      if (p !== undefined) return p
+    }
+    return null
+  }
+
+  /** Counts a call against each window's key, in buckets of that window. */
+  private count(charges: readonly Charge[], nowMs: number): void {
+    for (const c of charges) {
+      const bucket = Math.floor(nowMs / (windowOf(c) / BUCKETS_PER_WINDOW))
+      const d = this.demand.get(c.key)
+      if (d === undefined) {
+        if (this.demand.size >= this.maxKeys) {
+          const oldest = this.demand.keys().next().value
+          if (oldest !== undefined) this.demand.delete(oldest)
+        }
+        this.demand.set(c.key, { bucket, calls: 1, prev: 0, declined: -1 })
+      } else if (d.bucket === bucket) {
+        d.calls++
+      } else {
+        d.prev = d.bucket === bucket - 1 ? d.calls : 0
+        d.bucket = bucket
+        d.calls = 1
+      }
+    }
+  }
+
+  /**
+   * The share to ask for, per window: as many calls as this process saw for the key in the
+   * last bucket (or this one, if more), at most `maxShare` of the limit; 0 for a key seen once,
+   * one that still holds a share, or a limit too small to share. Null when nothing is asked.
+   */
+  private asksFor(charges: readonly Charge[]): number[] | null {
+    let any = false
+    const asks = new Array<number>(charges.length)
+    for (let i = 0; i < charges.length; i++) {
+      const c = charges[i]!
+      const d = this.demand.get(c.key)
+      const seen = d === undefined ? 0 : Math.max(d.calls, d.prev)
+      const cap = Math.floor(c.limit * this.maxShare)
+      const holding = (this.leases.get(c.key)?.units ?? 0) > 0
+      const declined = d !== undefined && d.declined === d.bucket
+      const ask = seen < 2 || cap < 2 || holding || declined ? 0 : Math.min(seen, cap)
+      asks[i] = ask
+      if (ask > 0) any = true
+    }
+    return any ? asks : null
+  }
+
+  /**
+   * Keeps the shares a decision granted (charged beyond this call). A share asked for and not
+   * granted is not asked for again in this bucket, so calls on a key past half its limit do
+   * not queue behind each other's asks.
+   */
+  private grant(
+    charges: readonly Charge[],
+    asks: readonly number[],
+    d: Decision,
+    askedMono: number
+  ): void {
+    if (this.closed) return
+    for (let i = 0; i < charges.length; i++) {
+      const c = charges[i]!
+      const units = d.allowed && d.charged !== undefined ? d.charged[i]! - 1 : 0
+      if (units < 1) {
+        const demand = asks[i]! > 0 ? this.demand.get(c.key) : undefined
+        if (demand !== undefined) demand.declined = demand.bucket
+        continue
+      }
+      const bucketMs = windowOf(c) / BUCKETS_PER_WINDOW
+      const endMs = (Math.floor(d.nowMs / bucketMs) + 1) * bucketMs
+      const w = d.windows[i]!
+      const old = this.leases.get(c.key)
+      if (old !== undefined) {
+        // Two grants in one bucket (asks that crossed) make one share: giving the older back
+        // now could leave refused calls behind it that its calls would have admitted.
+        if (Math.floor(old.grantAtMs / bucketMs) === Math.floor(d.nowMs / bucketMs)) {
+          old.units += units
+          old.usedAtGrant = Math.max(old.usedAtGrant, w.used)
+          w.used -= old.units
+          w.remaining = Math.max(0, w.limit - w.used)
+          continue
+        }
+        void this.retire(old)
+      }
+      const lease: Lease = {
+        charge: c,
+        units,
+        grantAtMs: d.nowMs,
+        // The script ran after askedMono, so its bucket ends no sooner than this.
+        deadline: this.opts.clock === 'caller' ? endMs : askedMono + (endMs - d.nowMs),
+        usedAtGrant: w.used,
+        resetAtMs: w.resetAtMs,
+        monoAtGrant: this.monotonic(),
+        timer: null,
+      }
+      if (this.opts.clock === 'store') {
+        lease.timer = setTimeout(() => void this.retire(lease), lease.deadline - lease.monoAtGrant)
+        lease.timer.unref()
+      }
+      this.leases.set(c.key, lease)
+      // The first local call reports the count without the calls still to come.
+      w.used -= units
+      w.remaining = Math.max(0, w.limit - w.used)
+    }
+  }
+
+  /** Ends a lease: no call is admitted from it again, and its unused share goes back. */
+  private retire(lease: Lease): Promise<void> {
+    if (this.leases.get(lease.charge.key) === lease) this.leases.delete(lease.charge.key)
+    if (lease.timer !== null) clearTimeout(lease.timer)
+    lease.timer = null
+    const units = lease.units
+    lease.units = 0
+    if (units === 0 || this.inner.giveBack === undefined) return Promise.resolve()
+    this.opts.observe?.returned(units)
+    return this.inner.giveBack([lease.charge], [units], lease.grantAtMs).catch(() => {})
+  }
+
+  peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    return this.inner.peek(charges, nowMs)
+  }
+
+  ready(): Promise<boolean> {
+    return this.inner.ready()
+  }
+
+  /** Gives every unused share back, then closes the store. */
+  async close(): Promise<void> {
+    this.closed = true
+    await Promise.all([...this.leases.values()].map((l) => this.retire(l)))
+    await this.inner.close()
+  }
+}
+
+/** Only sliding windows lease; a request with a monthly window goes to the store each time. */
+function leasable(charges: readonly Charge[]): boolean {
+  for (const c of charges) if (c.kind === 'monthly') return false
+  return charges.length > 0
+}
+
+function windowOf(c: Charge): number {
+  return c.kind === 'monthly' ? 0 : c.windowMs
+}

@@ -1,0 +1,220 @@
+import { describe, expect, it } from 'vitest'
+import { LeasingStore } from '../../src/limiter/leases.js'
+import { RedisStore } from '../../src/limiter/redis-store.js'
+import type { Charge, Decision, LimiterStore } from '../../src/types.js'
+import { useRedis } from '../helpers/redis.js'
+import { charge, storeContract } from './store-contract.js'
+
+const db = useRedis()
+let made = 0
+
+/** Counts the calls that reach the Redis store (a round trip each). */
+class Counted implements LimiterStore {
+  consumes = 0
+  givenBack = 0
+  constructor(readonly inner: RedisStore) {}
+  consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision> {
+    this.consumes++
+    return this.inner.consume(charges, nowMs, asks)
+  }
+  giveBack(charges: readonly Charge[], units: readonly number[], atMs: number): Promise<void> {
+    this.givenBack += units.reduce((a, b) => a + b, 0)
+    return this.inner.giveBack(charges, units, atMs)
+  }
+  peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+    return this.inner.peek(charges, nowMs)
+  }
+  ready(): Promise<boolean> {
+    return this.inner.ready()
+  }
+  close(): Promise<void> {
+    return this.inner.close()
+  }
+}
+
+/** Leasing instances over one Redis, each with its own connection, as separate gateways. */
+function instances(count: number, clock: 'caller' | 'store' = 'caller') {
+  const prefix = `${db.redis.prefix}lease${made++}:`
+  const backs = Array.from(
+    { length: count },
+    () => new Counted(new RedisStore(db.client({ enableAutoPipelining: true }), { prefix, clock }))
+  )
+  const stores = backs.map((b) => new LeasingStore(b, { clock }))
+  return { prefix, backs, stores, admin: db.client() }
+}
+
+/** The window's hash: its running total, and the sum of its bucket fields. */
+async function counted(admin: ReturnType<typeof db.client>, key: string) {
+  const h = await admin.hgetall(key)
+  let sum = 0
+  for (const [f, v] of Object.entries(h)) if (/^\d+$/.test(f)) sum += Number(v)
+  return { total: Number(h.t ?? 0), sum }
+}
+
+const BUCKET = 60_000 / 50
+/** The middle of a bucket, so a few ms of driven time stay in it. */
+const T0 = Math.floor(Date.now() / BUCKET) * BUCKET + 100
+
+// The whole contract, with leases on, on one instance.
+storeContract('LeasingStore over Redis', { make: async () => instances(1).stores[0]! })
+
+describe('leases for hot keys (issue #14)', () => {
+  it('admits a hot key from its share without store calls, counting remaining down by one', async () => {
+    const { backs, stores } = instances(1)
+    const c = charge(1000)
+    const remaining: number[] = []
+    for (let i = 0; i < 40; i++) {
+      const d = await stores[0]!.consume([c], T0 + i)
+      expect(d.allowed).toBe(true)
+      remaining.push(d.windows[0]!.remaining)
+    }
+    expect(remaining).toEqual(Array.from({ length: 40 }, (_, i) => 999 - i))
+    // 40 calls in one bucket took far fewer round trips (asks grow with what the key sees).
+    expect(backs[0]!.consumes).toBeLessThanOrEqual(8)
+  })
+
+  it('takes no lease while the window is past half its limit', async () => {
+    const { backs, stores, prefix, admin } = instances(1)
+    const c = charge(100)
+    // 50 calls spread over earlier buckets: the window is at half.
+    const base = new RedisStore(db.client(), { prefix, clock: 'caller' })
+    for (let i = 0; i < 50; i++) await base.consume([c], T0 - 30_000 + i * 100)
+    const before = backs[0]!.consumes
+    for (let i = 0; i < 20; i++) expect((await stores[0]!.consume([c], T0 + i)).allowed).toBe(true)
+    // Every call went to the store, each charging itself alone.
+    expect(backs[0]!.consumes - before).toBe(20)
+    expect(await counted(admin, prefix + c.key)).toEqual({ total: 70, sum: 70 })
+  })
+
+  it('gives an unused share back when its bucket ends', async () => {
+    const { backs, stores, prefix, admin } = instances(1)
+    const c = charge(1000)
+    for (let i = 0; i < 6; i++) await stores[0]!.consume([c], T0 + i)
+    // The share outlives these calls: the store counts more than were admitted.
+    const held = await counted(admin, prefix + c.key)
+    expect(held.total).toBeGreaterThan(6)
+    expect(held.total).toBe(held.sum)
+    // The next call falls in a later bucket: the unused share goes back first (the call may
+    // take a share of its own, which the decision says).
+    const next = await stores[0]!.consume([c], T0 + BUCKET)
+    const charged = next.charged?.[0] ?? 1
+    expect(await counted(admin, prefix + c.key)).toEqual({ total: 6 + charged, sum: 6 + charged })
+    expect(backs[0]!.givenBack).toBe(held.total - 6)
+  })
+
+  it('on the store clock, a share ends with its bucket and goes back by itself', async () => {
+    const { stores, prefix, admin } = instances(1, 'store')
+    // A 1 s window: 20 ms buckets.
+    const c = charge(10_000, 1000)
+    let admitted = 0
+    for (let i = 0; i < 30; i++) if ((await stores[0]!.consume([c], Date.now())).allowed) admitted++
+    expect(admitted).toBe(30)
+    await new Promise((r) => setTimeout(r, 150))
+    expect(stores[0]!.held).toBe(0)
+    expect(await counted(admin, prefix + c.key)).toEqual({ total: 30, sum: 30 })
+  })
+
+  it('gives every share back on close', async () => {
+    const { stores, prefix, admin } = instances(1)
+    const c = charge(1000)
+    for (let i = 0; i < 6; i++) await stores[0]!.consume([c], T0 + i)
+    expect(stores[0]!.held).toBe(1)
+    await stores[0]!.close()
+    expect(await counted(admin, prefix + c.key)).toEqual({ total: 6, sum: 6 })
+  })
+
+  it('takes no lease for a request with a monthly window', async () => {
+    const { backs, stores } = instances(1)
+    const month: Charge = {
+      key: `{mt${made}}:month`,
+      limit: 1000,
+      endMs: T0 + 86_400_000,
+      kind: 'monthly',
+      cls: 'base',
+      team: 't',
+      limitKey: `{mt${made}}:team`,
+    }
+    const c = charge(1000)
+    for (let i = 0; i < 10; i++) await stores[0]!.consume([c, month], T0 + i)
+    expect(backs[0]!.consumes).toBe(10)
+  })
+
+  it('does not admit from a share granted under a limit a reload has changed', async () => {
+    const { backs, stores } = instances(1)
+    const c = charge(1000)
+    for (let i = 0; i < 6; i++) await stores[0]!.consume([c], T0 + i)
+    expect(stores[0]!.held).toBe(1)
+    const before = backs[0]!.consumes
+    const lowered = { ...c, limit: 500 }
+    await stores[0]!.consume([lowered], T0 + 10)
+    expect(backs[0]!.consumes).toBe(before + 1)
+  })
+
+  describe('three instances on one Redis, leases on', () => {
+    it('never admits more than the limit in any window, across random arrivals', async () => {
+      const { stores } = instances(3)
+      const limit = 40
+      const c = charge(limit, 10_000)
+      const admitted: number[] = []
+      let t = T0
+      let seed = 7
+      const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
+      for (let round = 0; round < 300; round++) {
+        t += Math.floor(rand() * 120)
+        // A few calls at once on different instances, as concurrent clients would send.
+        const at = t
+        const ds = await Promise.all(
+          [0, 1, 2].map((k) => stores[Math.floor(rand() * 3)]!.consume([c], at + k))
+        )
+        ds.forEach((d, k) => d.allowed && admitted.push(at + k))
+      }
+      for (const end of admitted) {
+        const inWindow = admitted.filter((x) => x > end - 10_000 && x <= end).length
+        expect(inWindow).toBeLessThanOrEqual(limit)
+      }
+      expect(admitted.length).toBeGreaterThan(limit)
+    })
+
+    it('admits no more than the limit from a concurrent burst, and leaves no share unused', async () => {
+      const { stores, backs, prefix, admin } = instances(3)
+      const c = charge(100)
+      const ds = await Promise.all(
+        Array.from({ length: 450 }, (_, i) => stores[i % 3]!.consume([c], T0))
+      )
+      // Exactly the limit: no share sat unused while its own instance refused a call (a
+      // refusal is answered from the instance's share when it holds one).
+      expect(ds.filter((d) => d.allowed).length).toBe(100)
+      const admitted = ds.filter((d) => d.allowed && d.leased).length
+      expect(admitted).toBeGreaterThan(0)
+      expect(backs.reduce((a, b) => a + b.consumes, 0)).toBeLessThan(450)
+      expect((await counted(admin, prefix + c.key)).total).toBe(100)
+      await Promise.all(stores.map((s) => s.close()))
+      expect((await counted(admin, prefix + c.key)).total).toBe(100)
+    })
+
+    it('never refuses clients sending steadily at 90 % of the limit, spread over the instances', async () => {
+      const { stores } = instances(3)
+      const limit = 300
+      const c = charge(limit)
+      const interval = 60_000 / (limit * 0.9)
+      let refused = 0
+      for (let i = 0; i < 900; i++) {
+        const d = await stores[i % 3]!.consume([c], T0 + Math.round(i * interval))
+        if (!d.allowed) refused++
+      }
+      expect(refused).toBe(0)
+    })
+
+    it('does not count refused calls', async () => {
+      const { stores, prefix, admin } = instances(3)
+      const c = charge(60)
+      let admitted = 0
+      for (let i = 0; i < 200; i++) {
+        if ((await stores[i % 3]!.consume([c], T0 + (i % 50))).allowed) admitted++
+      }
+      await Promise.all(stores.map((s) => s.close()))
+      expect(admitted).toBe(60)
+      expect(await counted(admin, prefix + c.key)).toEqual({ total: 60, sum: 60 })
+    })
+  })
+})
