@@ -199,6 +199,37 @@ async function measure(
   }
 }
 
+/**
+ * Issue #14: latency when not saturated: autocannon at a fixed overall rate (it corrects for
+ * coordinated omission), 1,000 rotating bases, CONNS connections.
+ */
+async function fixedRate(
+  url: string,
+  rate: number,
+  seconds: number
+): Promise<{ rps: number; p50: number; p99: number }> {
+  const autocannon = (await import('autocannon')).default
+  let n = 0
+  const r = await autocannon({
+    url,
+    connections: CONNS,
+    duration: seconds,
+    overallRate: rate,
+    requests: [
+      {
+        setupRequest: (req) => {
+          const uuid = ((n++ % 1000) + 1).toString(16).padStart(8, '0')
+          return {
+            ...req,
+            path: `/api-gateway/api/v2/dtables/${uuid}-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1`,
+          }
+        },
+      },
+    ],
+  })
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 }
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.floor(s.length / 2)]!
@@ -291,7 +322,7 @@ async function scriptUs(redis: Redis, file: string, live: number): Promise<numbe
   const key = `bench-script:{b:${file.length}-${live}-${Math.random()}}`
   const bucketMs = 60_000 / 50
   const t0 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
-  // 0.3.0 added a sixth argument per window (a lease asked for); older scripts take five.
+  // 0.4.0 added a sixth argument per window (a lease asked for); older scripts take five.
   const window = readFileSync(file, 'utf8').includes('(#ARGV - 5) / 6')
     ? [10_000_000, 60_000, 0, 0, 0, 0]
     : [10_000_000, 60_000, 0, 0, 0]
@@ -452,6 +483,9 @@ async function main(): Promise<void> {
     },
   ]
   const results: Record<string, Record<string, Sample & { rounds: number }>> = {}
+  let halfRate:
+    | { rate: number; rows: Record<string, { p50: number[]; p99: number[]; rps: number[] }> }
+    | undefined
 
   for (const sc of scenarios) {
     if (!useWrk && sc.name === 'append') continue // the autocannon fallback runs the GET scenarios only
@@ -515,6 +549,24 @@ async function main(): Promise<void> {
       leasesConf,
     ])
     procs.push(leasesProc)
+    // Both: `workers: auto` and leases, what an operator after throughput would run.
+    const bothPort = await freePort()
+    const bothConf = join(WORK, `${sc.name}-workers-leases.yaml`)
+    writeFileSync(
+      bothConf,
+      readFileSync(workersConf, 'utf8')
+        .replace(`port: ${workersPort}`, `port: ${bothPort}`)
+        .replace(
+          `prefix: "bench-workers-${sc.name}:"`,
+          `prefix: "bench-both-${sc.name}:", leases: true`
+        )
+    )
+    const bothProc = await start(process.execPath, [
+      join(DIST, 'src/main.js'),
+      '--config',
+      bothConf,
+    ])
+    procs.push(bothProc)
     // BENCH_BASELINE=/path/to/an/older/build/dist/src/main.js adds that build as a row, measured
     // in the same interleaved rounds (the side-by-side "no slower" check of a change).
     const baseline = process.env.BENCH_BASELINE
@@ -554,6 +606,11 @@ async function main(): Promise<void> {
       name: 'basegate-leases',
       url: `http://127.0.0.1:${leasesPort}`,
       pid: leasesProc.pid,
+    })
+    targets.push({
+      name: `basegate-workers-${availableParallelism()}-leases`,
+      url: `http://127.0.0.1:${bothPort}`,
+      pid: bothProc.pid,
     })
     if (baseProc)
       targets.push({
@@ -611,6 +668,22 @@ async function main(): Promise<void> {
         rounds: ss.length,
       }
     }
+    if (sc.name === 'rotating') {
+      // Half the peer's maximum rate, every gateway row, interleaved (medians of the rounds).
+      const rate = Math.round(median(samples.peer!.map((x) => x.rps)) / 2)
+      const at: Record<string, { p50: number[]; p99: number[]; rps: number[] }> = {}
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const t of targets.filter((t) => t.name !== 'basegate-hono')) {
+          const r = await fixedRate(t.url, rate, SECONDS)
+          const a = (at[t.name] ??= { p50: [], p99: [], rps: [] })
+          a.p50.push(r.p50)
+          a.p99.push(r.p99)
+          a.rps.push(r.rps)
+          process.stderr.write(`rotating at ${rate}/s ${t.name}: p50 ${r.p50} ms p99 ${r.p99} ms\n`)
+        }
+      }
+      halfRate = { rate, rows: at }
+    }
     for (const p of procs) await stop(p)
   }
 
@@ -644,6 +717,20 @@ async function main(): Promise<void> {
   lines.push(
     'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`.'
   )
+  if (halfRate) {
+    lines.push(
+      '',
+      `## rotating at half the peer's maximum rate (${halfRate.rate} req/s, autocannon at a fixed rate, ${CONNS} connections, corrected for coordinated omission; medians of ${ROUNDS} rounds)`,
+      '',
+      '| target | req/s sent | p50 ms | p99 ms |',
+      '| --- | ---: | ---: | ---: |'
+    )
+    for (const [name, a] of Object.entries(halfRate.rows)) {
+      lines.push(
+        `| ${name} | ${median(a.rps).toFixed(0)} | ${median(a.p50).toFixed(2)} | ${median(a.p99).toFixed(2)} |`
+      )
+    }
+  }
   lines.push('', ...checkCosts())
   lines.push('', ...(await scriptCosts(redis)))
   lines.push('', ...(await leaseCosts(redisUrl, redis)))

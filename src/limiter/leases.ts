@@ -84,13 +84,26 @@ export class LeasingStore implements LimiterStore {
     this.maxKeys = opts.maxKeys ?? 100_000
   }
 
+  /**
+   * Whether a request could ever be admitted from shares: every window must be able to hold
+   * one (sliding, and a limit large enough that 1/20 of it is two calls or more). A request
+   * with a monthly window goes to the store each time; so does one on a small limit, such as
+   * a flood on a key of 10/min, at no cost here beyond this check.
+   */
+  private leasable(charges: readonly Charge[]): boolean {
+    for (const c of charges) {
+      if (c.kind === 'monthly' || Math.floor(c.limit * this.maxShare) < 2) return false
+    }
+    return charges.length > 0
+  }
+
   /** Leases held now (tests, metrics). */
   get held(): number {
     return this.leases.size
   }
 
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
-    if (this.closed || !leasable(charges)) return this.inner.consume(charges, nowMs)
+    if (this.closed || !this.leasable(charges)) return this.inner.consume(charges, nowMs)
     this.count(charges, nowMs)
     const retiring: Promise<void>[] = []
     const local = this.takeLocal(charges, nowMs, retiring)
@@ -221,7 +234,7 @@ export class LeasingStore implements LimiterStore {
   /**
    * The share to ask for, per window: as many calls as this process saw for the key in the
    * last bucket (or this one, if more), at most `maxShare` of the limit; 0 for a key seen once,
-   * one that still holds a share, or a limit too small to share. Null when nothing is asked.
+   * one that still holds a share, or one declined in this bucket. Null when nothing is asked.
    */
   private asksFor(charges: readonly Charge[]): number[] | null {
     let any = false
@@ -233,7 +246,7 @@ export class LeasingStore implements LimiterStore {
       const cap = Math.floor(c.limit * this.maxShare)
       const holding = (this.leases.get(c.key)?.units ?? 0) > 0
       const declined = d !== undefined && d.declined === d.bucket
-      const ask = seen < 2 || cap < 2 || holding || declined ? 0 : Math.min(seen, cap)
+      const ask = seen < 2 || holding || declined ? 0 : Math.min(seen, cap)
       asks[i] = ask
       if (ask > 0) any = true
     }
@@ -324,12 +337,6 @@ export class LeasingStore implements LimiterStore {
     await Promise.all([...this.leases.values()].map((l) => this.retire(l)))
     await this.inner.close()
   }
-}
-
-/** Only sliding windows lease; a request with a monthly window goes to the store each time. */
-function leasable(charges: readonly Charge[]): boolean {
-  for (const c of charges) if (c.kind === 'monthly') return false
-  return charges.length > 0
 }
 
 function windowOf(c: Charge): number {

@@ -123,6 +123,16 @@ describe('leases for hot keys (issue #14)', () => {
     expect(await counted(admin, prefix + c.key)).toEqual({ total: 6, sum: 6 })
   })
 
+  it('takes no lease on a limit too small to share (1/20 of it under two calls)', async () => {
+    const { backs, stores } = instances(1)
+    const c = charge(39)
+    for (let i = 0; i < 10; i++) await stores[0]!.consume([c], T0 + i)
+    expect(backs[0]!.consumes).toBe(10)
+    const d = charge(40)
+    for (let i = 0; i < 10; i++) await stores[0]!.consume([d], T0 + i)
+    expect(backs[0]!.consumes).toBeLessThan(20)
+  })
+
   it('takes no lease for a request with a monthly window', async () => {
     const { backs, stores } = instances(1)
     const month: Charge = {
