@@ -89,3 +89,36 @@ async function findOwner(slot: number): Promise<number> {
     if (slot >= from && slot <= to) return shared.cluster.ports.indexOf(port)
   throw new Error('no owner')
 }
+
+describe('Redis Cluster: leases (issue #14)', () => {
+  it('a hot key admits from its share, gives the rest back in its own slot, and a request across slots takes none', async () => {
+    const { LeasingStore } = await import('../../src/limiter/leases.js')
+    const prefix = `bgc${made++}:`
+    const s = new RedisStore(client(), { prefix, cluster: true, clock: 'caller' })
+    const reader = new RedisStore(client(), { prefix, cluster: true, clock: 'caller' })
+    let calls = 0
+    const counted = new Proxy(s, {
+      get: (t, p) =>
+        p === 'consume'
+          ? (...a: Parameters<RedisStore['consume']>) => (calls++, t.consume(...a))
+          : Reflect.get(t, p),
+    })
+    const leasing = new LeasingStore(counted, { clock: 'caller' })
+    const base = { ...charge(1000), key: '{b:hot}:base:60000' }
+    const t = Math.floor(Date.now() / 1200) * 1200 + 100
+    for (let i = 0; i < 20; i++) expect((await leasing.consume([base], t + i)).allowed).toBe(true)
+    expect(calls).toBeLessThan(10)
+    await leasing.close()
+    expect((await reader.peek([base], t + 30)).windows[0]!.used).toBe(20)
+    // Two slots: every call goes to the store, and nothing is held.
+    const ceiling = {
+      ...charge(1000),
+      key: '{ip:9.9.9.9}:ceiling:60000',
+      kind: 'ip_ceiling' as const,
+    }
+    const both = new LeasingStore(store(), { clock: 'caller' })
+    for (let i = 0; i < 10; i++)
+      await both.consume([{ ...base, key: '{b:two}:base:60000' }, ceiling], t + i)
+    expect(both.held).toBe(0)
+  })
+})
