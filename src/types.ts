@@ -214,10 +214,15 @@ export interface LimiterStore {
   /** The windows' state now, changing nothing (`allowed`: whether a call would be admitted). */
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision>
   /**
-   * Gives back the unused part of leases: `units[i]` of window i, from the bucket the grant was
-   * charged in (`atMs`, on the grant decision's clock). Only stores that grant leases have it.
+   * Gives back the unused part of leases: `units[i]` of window i, from the bucket its grant was
+   * charged in (`atMs[i]`, on the grant decision's clock), all in one call where the store can.
+   * Only stores that grant leases have it.
    */
-  giveBack?(charges: readonly Charge[], units: readonly number[], atMs: number): Promise<void>
+  giveBack?(
+    charges: readonly Charge[],
+    units: readonly number[],
+    atMs: readonly number[]
+  ): Promise<void>
   /** Whether the store answers now. */
   ready(): Promise<boolean>
   close(): Promise<void>

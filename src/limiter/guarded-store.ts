@@ -99,7 +99,7 @@ export class GuardedStore implements LimiterStore {
   async giveBack(
     charges: readonly Charge[],
     units: readonly number[],
-    atMs: number
+    atMs: readonly number[]
   ): Promise<void> {
     if (this.down || this.inner.giveBack === undefined) return
     try {

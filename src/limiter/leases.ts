@@ -45,6 +45,19 @@ interface Demand {
 }
 
 const SHARE_OF_LIMIT = 1 / 20
+/** How long give-backs wait for others to go with them; a script call holds at most so many. */
+const GIVE_BACK_DELAY_MS = 5
+const MAX_GIVE_BACK = 500
+
+interface GiveBackBatch {
+  charges: Charge[]
+  units: number[]
+  atMs: number[]
+  /** Settles once the batch was answered (or failed: the shares stay counted, see GuardedStore). */
+  sent: Promise<void>
+  send: () => void
+  timer: NodeJS.Timeout | null
+}
 
 /**
  * Leases for hot keys (issue #14), as a decorator over the shared store.
@@ -74,6 +87,8 @@ export class LeasingStore implements LimiterStore {
   private readonly maxShare: number
   private readonly maxKeys: number
   private closed = false
+  /** Give-backs waiting to be sent together. */
+  private batch: GiveBackBatch | null = null
 
   constructor(
     private readonly inner: LimiterStore,
@@ -311,7 +326,10 @@ export class LeasingStore implements LimiterStore {
     }
   }
 
-  /** Ends a lease: no call is admitted from it again, and its unused share goes back. */
+  /**
+   * Ends a lease: no call is admitted from it again, and its unused share goes back with the
+   * next batch. The promise settles when that batch has been sent and answered.
+   */
   private retire(lease: Lease): Promise<void> {
     if (this.leases.get(lease.charge.key) === lease) this.leases.delete(lease.charge.key)
     if (lease.timer !== null) clearTimeout(lease.timer)
@@ -320,7 +338,35 @@ export class LeasingStore implements LimiterStore {
     lease.units = 0
     if (units === 0 || this.inner.giveBack === undefined) return Promise.resolve()
     this.opts.observe?.returned(units)
-    return this.inner.giveBack([lease.charge], [units], lease.grantAtMs).catch(() => {})
+    const batch = (this.batch ??= this.newBatch())
+    batch.charges.push(lease.charge)
+    batch.units.push(units)
+    batch.atMs.push(lease.grantAtMs)
+    if (batch.charges.length >= MAX_GIVE_BACK) this.flush()
+    return batch.sent
+  }
+
+  /**
+   * Shares of one bucket end together (every key's bucket ends at the same moment), so their
+   * give-backs wait a few ms and go as one script call: one round trip for all, not one a key.
+   */
+  private newBatch(): GiveBackBatch {
+    let send!: () => void
+    const sent = new Promise<void>((resolve) => (send = resolve))
+    const batch: GiveBackBatch = { charges: [], units: [], atMs: [], sent, send, timer: null }
+    batch.timer = setTimeout(() => this.flush(), GIVE_BACK_DELAY_MS)
+    batch.timer.unref()
+    return batch
+  }
+
+  private flush(): void {
+    const batch = this.batch
+    if (batch === null) return
+    this.batch = null
+    if (batch.timer !== null) clearTimeout(batch.timer)
+    this.inner.giveBack!(batch.charges, batch.units, batch.atMs)
+      .catch(() => {})
+      .then(batch.send)
   }
 
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
@@ -334,7 +380,9 @@ export class LeasingStore implements LimiterStore {
   /** Gives every unused share back, then closes the store. */
   async close(): Promise<void> {
     this.closed = true
-    await Promise.all([...this.leases.values()].map((l) => this.retire(l)))
+    const retiring = [...this.leases.values()].map((l) => this.retire(l))
+    this.flush()
+    await Promise.all(retiring)
     await this.inner.close()
   }
 }

@@ -75,14 +75,31 @@ export class RedisStore implements LimiterStore {
 
   /**
    * Takes back the unused part of leases (`units[i]` of window i), each from the bucket of its
-   * grant (`atMs`, on the decision's clock). The caller groups windows of one slot.
+   * grant (`atMs[i]`, on the decision's clock): one script call, or one per slot on a Cluster.
    */
   async giveBack(
     charges: readonly Charge[],
     units: readonly number[],
-    atMs: number
+    atMs: readonly number[]
   ): Promise<void> {
-    await this.run(charges, atMs, Mode.GiveBack, 0, atMs, units)
+    const groups = this.opts.cluster && charges.length > 1 ? this.bySlot(charges) : null
+    if (groups === null || groups.length === 1) {
+      await this.run(charges, atMs[0]!, Mode.GiveBack, 0, 0, units, atMs)
+      return
+    }
+    await Promise.all(
+      groups.map((g) =>
+        this.run(
+          pick(charges, g),
+          atMs[g[0]!]!,
+          Mode.GiveBack,
+          0,
+          0,
+          g.map((i) => units[i]!),
+          g.map((i) => atMs[i]!)
+        )
+      )
+    )
   }
 
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
@@ -168,7 +185,8 @@ export class RedisStore implements LimiterStore {
     mode: Mode,
     cost = 1,
     refundAtMs = 0,
-    asks?: readonly number[]
+    asks?: readonly number[],
+    grantAtMs?: readonly number[]
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
@@ -198,7 +216,7 @@ export class RedisStore implements LimiterStore {
         limitIndex = at + 1 // Lua's KEYS is 1-based
       }
       // A give-back names its grant's time in the calendar-end field (sliding-window.lua).
-      const endMs = c.kind === 'monthly' ? c.endMs : mode === Mode.GiveBack ? refundAtMs : 0
+      const endMs = c.kind === 'monthly' ? c.endMs : (grantAtMs?.[i] ?? 0)
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
       argv.push(c.limit, windowMsOf(c), endMs, limitIndex, shadow, asks?.[i] ?? 0)
     }

@@ -12,12 +12,18 @@ let made = 0
 class Counted implements LimiterStore {
   consumes = 0
   givenBack = 0
+  giveBackCalls = 0
   constructor(readonly inner: RedisStore) {}
   consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision> {
     this.consumes++
     return this.inner.consume(charges, nowMs, asks)
   }
-  giveBack(charges: readonly Charge[], units: readonly number[], atMs: number): Promise<void> {
+  giveBack(
+    charges: readonly Charge[],
+    units: readonly number[],
+    atMs: readonly number[]
+  ): Promise<void> {
+    this.giveBackCalls++
     this.givenBack += units.reduce((a, b) => a + b, 0)
     return this.inner.giveBack(charges, units, atMs)
   }
@@ -112,6 +118,17 @@ describe('leases for hot keys (issue #14)', () => {
     await new Promise((r) => setTimeout(r, 150))
     expect(stores[0]!.held).toBe(0)
     expect(await counted(admin, prefix + c.key)).toEqual({ total: 30, sum: 30 })
+  })
+
+  it('gives the shares of many keys back in one store call', async () => {
+    const { backs, stores, prefix, admin } = instances(1)
+    const cs = [charge(1000), charge(1000), charge(1000)]
+    for (const c of cs) for (let i = 0; i < 6; i++) await stores[0]!.consume([c], T0 + i)
+    expect(stores[0]!.held).toBe(3)
+    // Each goes back to the bucket it was charged in, all three in one script call.
+    await stores[0]!.close()
+    expect(backs[0]!.giveBackCalls).toBe(1)
+    for (const c of cs) expect(await counted(admin, prefix + c.key)).toEqual({ total: 6, sum: 6 })
   })
 
   it('gives every share back on close', async () => {

@@ -105,11 +105,17 @@ describe('Redis Cluster: leases (issue #14)', () => {
     })
     const leasing = new LeasingStore(counted, { clock: 'caller' })
     const base = { ...charge(1000), key: '{b:hot}:base:60000' }
+    const other = { ...charge(1000), key: '{b:other}:base:60000' }
+    expect(calculateSlot(`${prefix}${base.key}`)).not.toBe(calculateSlot(`${prefix}${other.key}`))
     const t = Math.floor(Date.now() / 1200) * 1200 + 100
-    for (let i = 0; i < 20; i++) expect((await leasing.consume([base], t + i)).allowed).toBe(true)
-    expect(calls).toBeLessThan(10)
+    for (const c of [base, other])
+      for (let i = 0; i < 20; i++) expect((await leasing.consume([c], t + i)).allowed).toBe(true)
+    expect(calls).toBeLessThan(20)
+    expect(leasing.held).toBe(2)
+    // Both shares go back in one batch, sent slot by slot.
     await leasing.close()
-    expect((await reader.peek([base], t + 30)).windows[0]!.used).toBe(20)
+    const after = await reader.peek([base, other], t + 30)
+    expect(after.windows.map((w) => w.used)).toEqual([20, 20])
     // Two slots: every call goes to the store, and nothing is held.
     const ceiling = {
       ...charge(1000),

@@ -190,20 +190,20 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     let l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum, Number(l.h.o)]).toEqual([10, 10, Math.floor(t1 / bucketMs)])
     // Two of the first share's calls came: five go back, from its own bucket.
-    await store.giveBack([c], [5], t1)
+    await store.giveBack([c], [5], [t1])
     l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum]).toEqual([5, 5])
     // A give-back larger than its bucket holds takes nothing.
-    await store.giveBack([c], [4], t1)
+    await store.giveBack([c], [4], [t1])
     expect(Number((await layout(admin, prefix + c.key)).h.t)).toBe(5)
     // Emptying the oldest bucket moves `o`, and resetAt follows the oldest call left.
-    await store.giveBack([c], [2], t1)
+    await store.giveBack([c], [2], [t1])
     l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum, Number(l.h.o)]).toEqual([3, 3, Math.floor(t2 / bucketMs)])
     const d = await store.consume([c], t2 + 1)
     expect(d.windows[0]!.resetAtMs).toBe((Math.floor(t2 / bucketMs) + 1) * bucketMs + 60_000)
     // Emptying the last bucket leaves no total behind.
-    await store.giveBack([c], [4], t2)
+    await store.giveBack([c], [4], [t2])
     expect(await admin.hgetall(prefix + c.key)).toEqual({})
   })
 
