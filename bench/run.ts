@@ -518,71 +518,37 @@ async function main(): Promise<void> {
         'pipelined',
       ]),
     ]
-    // The same gateway with `workers: auto` (one proxy process per core, issue #14).
-    const workersPort = await freePort()
-    const workersConf = join(WORK, `${sc.name}-workers.yaml`)
-    writeFileSync(
-      workersConf,
-      'workers: auto\n' +
-        readFileSync(conf, 'utf8')
-          .replace(`port: ${gwPort}`, `port: ${workersPort}`)
-          .replace(`prefix: "bench-${sc.name}:"`, `prefix: "bench-workers-${sc.name}:"`)
-    )
-    const workersProc = await start(process.execPath, [
-      join(DIST, 'src/main.js'),
-      '--config',
-      workersConf,
-    ])
-    procs.push(workersProc)
-    // The same gateway with `store.leases: true` (issue #14).
-    const leasesPort = await freePort()
-    const leasesConf = join(WORK, `${sc.name}-leases.yaml`)
-    writeFileSync(
-      leasesConf,
-      readFileSync(conf, 'utf8')
-        .replace(`port: ${gwPort}`, `port: ${leasesPort}`)
-        .replace(`prefix: "bench-${sc.name}:"`, `prefix: "bench-leases-${sc.name}:", leases: true`)
-    )
-    const leasesProc = await start(process.execPath, [
-      join(DIST, 'src/main.js'),
-      '--config',
-      leasesConf,
-    ])
-    procs.push(leasesProc)
-    // Both: `workers: auto` and leases, what an operator after throughput would run.
-    const bothPort = await freePort()
-    const bothConf = join(WORK, `${sc.name}-workers-leases.yaml`)
-    writeFileSync(
-      bothConf,
-      readFileSync(workersConf, 'utf8')
-        .replace(`port: ${workersPort}`, `port: ${bothPort}`)
-        .replace(
-          `prefix: "bench-workers-${sc.name}:"`,
-          `prefix: "bench-both-${sc.name}:", leases: true`
-        )
-    )
-    const bothProc = await start(process.execPath, [
-      join(DIST, 'src/main.js'),
-      '--config',
-      bothConf,
-    ])
-    procs.push(bothProc)
+    // Variants of the same gateway, each on its own port and key prefix (issue #14).
+    const variant = async (name: string, head: string, storeExtra: string, main?: string) => {
+      const port = await freePort()
+      const file = join(WORK, `${sc.name}-${name}.yaml`)
+      writeFileSync(
+        file,
+        head +
+          readFileSync(conf, 'utf8')
+            .replace(`port: ${gwPort}`, `port: ${port}`)
+            .replace(
+              `prefix: "bench-${sc.name}:"`,
+              `prefix: "bench-${name}-${sc.name}:"${storeExtra}`
+            )
+      )
+      const proc = await start(process.execPath, [
+        main ?? join(DIST, 'src/main.js'),
+        '--config',
+        file,
+      ])
+      procs.push(proc)
+      return { port, proc }
+    }
+    // `workers: auto` (one proxy process per core); `store.leases: true`; and both, what an
+    // operator after throughput would run.
+    const workers = await variant('workers', 'workers: auto\n', '')
+    const leases = await variant('leases', '', ', leases: true')
+    const both = await variant('both', 'workers: auto\n', ', leases: true')
     // BENCH_BASELINE=/path/to/an/older/build/dist/src/main.js adds that build as a row, measured
     // in the same interleaved rounds (the side-by-side "no slower" check of a change).
     const baseline = process.env.BENCH_BASELINE
-    const basePort = await freePort()
-    let baseProc: ChildProcess | undefined
-    if (baseline) {
-      const baseConf = join(WORK, `${sc.name}-baseline.yaml`)
-      writeFileSync(
-        baseConf,
-        readFileSync(conf, 'utf8')
-          .replace(`port: ${gwPort}`, `port: ${basePort}`)
-          .replace(`prefix: "bench-${sc.name}:"`, `prefix: "bench-base-${sc.name}:"`)
-      )
-      baseProc = await start(process.execPath, [baseline, '--config', baseConf])
-      procs.push(baseProc)
-    }
+    const base = baseline ? await variant('base', '', '', baseline) : undefined
     if (sc.withHono)
       procs.push(
         await start(process.execPath, [
@@ -597,27 +563,16 @@ async function main(): Promise<void> {
       { name: 'peer', url: `http://127.0.0.1:${peerPort}`, pid: procs[1]!.pid },
       { name: 'peer-pipelined', url: `http://127.0.0.1:${peer2Port}`, pid: procs[2]!.pid },
     ]
-    targets.push({
-      name: `basegate-workers-${availableParallelism()}`,
-      url: `http://127.0.0.1:${workersPort}`,
-      pid: workersProc.pid,
-    })
-    targets.push({
-      name: 'basegate-leases',
-      url: `http://127.0.0.1:${leasesPort}`,
-      pid: leasesProc.pid,
-    })
-    targets.push({
-      name: `basegate-workers-${availableParallelism()}-leases`,
-      url: `http://127.0.0.1:${bothPort}`,
-      pid: bothProc.pid,
-    })
-    if (baseProc)
-      targets.push({
-        name: 'basegate-baseline',
-        url: `http://127.0.0.1:${basePort}`,
-        pid: baseProc.pid,
-      })
+    const cores = availableParallelism()
+    const rows: [string, { port: number; proc: ChildProcess } | undefined][] = [
+      [`basegate-workers-${cores}`, workers],
+      ['basegate-leases', leases],
+      [`basegate-workers-${cores}-leases`, both],
+      ['basegate-baseline', base],
+    ]
+    for (const [name, v] of rows) {
+      if (v) targets.push({ name, url: `http://127.0.0.1:${v.port}`, pid: v.proc.pid })
+    }
     if (sc.name === 'append' && useWrk) {
       targets.push({
         name: 'basegate-unchecked',

@@ -84,6 +84,15 @@ local function bucketsIn(key, from, to)
   return range, redis.call('HMGET', key, unpack(range))
 end
 
+-- The first bucket of key among indices [from, to] that holds calls, or nil.
+local function firstHeld(key, from, to)
+  local range, got = bucketsIn(key, from, to)
+  for j = 1, #range do
+    if got[j] then return range[j] end
+  end
+  return nil
+end
+
 -- Drops the buckets that left the window (index < oldest) from the total; returns the new
 -- total and the oldest bucket still holding calls (nil when none). Writes nothing on a peek.
 local function expire(key, sum, first, oldest, cur, buckets, peek)
@@ -108,15 +117,7 @@ local function expire(key, sum, first, oldest, cur, buckets, peek)
     end
   end
   local nextFirst = nil
-  if sum > 0 then
-    local range, got = bucketsIn(key, oldest, cur)
-    for j = 1, #range do
-      if got[j] then
-        nextFirst = range[j]
-        break
-      end
-    end
-  end
+  if sum > 0 then nextFirst = firstHeld(key, oldest, cur) end
   -- No live bucket left: the total is 0 (it can only disagree if the hash was edited by hand).
   if nextFirst == nil then sum = 0 end
   if not peek then
@@ -146,14 +147,7 @@ if ARGV[3] == '3' then
         -- An emptied bucket goes, so that `o` (and resetAt) only ever name a bucket with calls.
         redis.call('HDEL', key, bucket)
         if tonumber(redis.call('HGET', key, 'o')) == bucket then
-          local range, got = bucketsIn(key, bucket + 1, bucket + buckets + 1)
-          local nextFirst = nil
-          for j = 1, #range do
-            if got[j] then
-              nextFirst = range[j]
-              break
-            end
-          end
+          local nextFirst = firstHeld(key, bucket + 1, bucket + buckets + 1)
           if nextFirst == nil or total <= 0 then
             redis.call('HDEL', key, 't', 'o')
           else

@@ -2,7 +2,22 @@ import { describe, expect, it } from 'vitest'
 import { Redis } from 'ioredis'
 import { Agent, request } from 'undici'
 import { rowsPath } from '../helpers/http.js'
+import type { GatewayProcess } from '../helpers/gateway-process.js'
 import { useInstances } from '../helpers/instances.js'
+
+/** 450 concurrent calls on one base, spread over the instances; their statuses. */
+async function burst(gws: readonly GatewayProcess[], uuid: string): Promise<number[]> {
+  const agent = new Agent({ connections: 20 })
+  const statuses = await Promise.all(
+    Array.from({ length: 450 }, async (_, i) => {
+      const r = await request(`${gws[i % gws.length]!.url}${rowsPath(uuid)}`, { dispatcher: agent })
+      await r.body.dump()
+      return r.statusCode
+    })
+  )
+  await agent.close()
+  return statuses
+}
 
 describe('three instances sharing one redis-server', () => {
   const { gws } = useInstances({
@@ -12,18 +27,7 @@ describe('three instances sharing one redis-server', () => {
   })
 
   it('admits no more than the limit from a concurrent burst at one key, across all instances', async () => {
-    const agent = new Agent({ connections: 20 })
-    const statuses = await Promise.all(
-      Array.from({ length: 450 }, async (_, i) => {
-        const g = gws[i % 3]!
-        const r = await request(`${g.url}${rowsPath('aaaaaaaa-0d3b-4c59-9a51-3e2d7c8b9a10')}`, {
-          dispatcher: agent,
-        })
-        await r.body.dump()
-        return r.statusCode
-      })
-    )
-    await agent.close()
+    const statuses = await burst(gws, 'aaaaaaaa-0d3b-4c59-9a51-3e2d7c8b9a10')
     const admitted = statuses.filter((s) => s === 200).length
     const refused = statuses.filter((s) => s === 429).length
     expect(admitted).toBe(100)
@@ -45,18 +49,7 @@ describe('three instances sharing one redis-server, leases on (issue #14)', () =
 
   it('admits exactly the limit from a burst at one key, some of it from shares, and leaves no share counted', async () => {
     const { gws, redis } = set
-    const agent = new Agent({ connections: 20 })
-    const statuses = await Promise.all(
-      Array.from({ length: 450 }, async (_, i) => {
-        const g = gws[i % 3]!
-        const r = await request(`${g.url}${rowsPath('bbbbbbbb-0d3b-4c59-9a51-3e2d7c8b9a10')}`, {
-          dispatcher: agent,
-        })
-        await r.body.dump()
-        return r.statusCode
-      })
-    )
-    await agent.close()
+    const statuses = await burst(gws, 'bbbbbbbb-0d3b-4c59-9a51-3e2d7c8b9a10')
     expect(statuses.filter((s) => s === 200).length).toBe(100)
     expect(statuses.filter((s) => s === 429).length).toBe(350)
     let leased = 0

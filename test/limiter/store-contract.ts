@@ -16,6 +16,23 @@ export function charge(limit: number, windowMs = MIN, key = `k${n++}`): SlidingC
   return { key, limit, windowMs, kind: 'class', cls: 'base' }
 }
 
+/** A seeded pseudo-random sequence in [0, 1), the same on every run. */
+export function seededRandom(seed: number): () => number {
+  return () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
+}
+
+/** Every window of `windowMs` ending at an admitted call holds at most `limit` of them. */
+export function expectBoundHeld(
+  admitted: readonly number[],
+  windowMs: number,
+  limit: number
+): void {
+  for (const end of admitted) {
+    const inWindow = admitted.filter((x) => x > end - windowMs && x <= end).length
+    expect(inWindow).toBeLessThanOrEqual(limit)
+  }
+}
+
 /** A start time in the middle of a bucket, like any real moment. */
 const T0 = Math.floor(Date.now() / 1200) * 1200 + 500
 
@@ -67,18 +84,12 @@ export function storeContract(name: string, factory: StoreFactory): void {
       const c = charge(limit, 10_000)
       const admitted: number[] = []
       let t = T0
-      let seed = 42
-      const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
+      const rand = seededRandom(42)
       for (let i = 0; i < 600; i++) {
         t += Math.floor(rand() * 200)
         if ((await store.consume([c], t)).allowed) admitted.push(t)
       }
-      // Check every window ending at an admitted call.
-      for (let i = 0; i < admitted.length; i++) {
-        const end = admitted[i]!
-        const inWindow = admitted.filter((x) => x > end - 10_000 && x <= end).length
-        expect(inWindow).toBeLessThanOrEqual(limit)
-      }
+      expectBoundHeld(admitted, 10_000, limit)
       expect(admitted.length).toBeGreaterThan(limit)
     })
 
