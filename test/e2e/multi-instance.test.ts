@@ -68,4 +68,23 @@ describe('three instances sharing one redis-server, leases on (issue #14)', () =
     expect(Number(await admin.hget(key!, 't'))).toBe(100)
     admin.disconnect()
   })
+  it('gives its unused shares back when stopped with SIGTERM', async () => {
+    const { gws, redis } = set
+    const uuid = 'cccccccc-0d3b-4c59-9a51-3e2d7c8b9a10'
+    for (let i = 0; i < 30; i++) {
+      const r = await request(`${gws[0]!.url}${rowsPath(uuid)}`)
+      await r.body.dump()
+      expect(r.statusCode).toBe(200)
+    }
+    const admin = new Redis(redis.url)
+    const [key] = (await admin.keys(`${redis.prefix}{b:cccccccc*`)).filter((k) =>
+      k.includes(':base:')
+    )
+    // A share is held (counted beyond the calls admitted), unless its bucket just ended.
+    const before = Number(await admin.hget(key!, 't'))
+    expect(before).toBeGreaterThanOrEqual(30)
+    await gws[0]!.stop()
+    expect(Number(await admin.hget(key!, 't'))).toBe(30)
+    admin.disconnect()
+  })
 })
