@@ -41,7 +41,21 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
   const notFound = (c: Context, id: string) =>
     c.json({ error_msg: `no team ${JSON.stringify(id)} in the configuration` }, 404)
 
+  /**
+   * A read answers what the shared store holds now: a change made on another instance a moment
+   * ago may not have reached this one's subscription yet. With the store down, the last view
+   * this instance had.
+   */
+  async function refresh(): Promise<void> {
+    try {
+      holder.setTeamOverrides(await overrides.load())
+    } catch {
+      /* the store is down: keep the last view */
+    }
+  }
+
   app.get('/v1/teams', async (c) => {
+    await refresh()
     const teams = []
     for (const t of holder.current.teams) teams.push(await teamJson(t))
     return c.json({ teams })
