@@ -35,7 +35,6 @@ export interface RedisStoreOptions {
 const enum Mode {
   Charge = 0,
   Peek = 1,
-  Force = 2,
   GiveBack = 3,
 }
 
@@ -70,31 +69,26 @@ export class RedisStore implements LimiterStore {
       const groups = this.bySlot(charges)
       if (groups.length > 1) return this.consumeAcrossSlots(charges, groups, nowMs)
     }
-    return this.run(charges, nowMs, Mode.Charge, 1, 0, asks)
+    return this.run(charges, nowMs, Mode.Charge, asks)
   }
 
   /**
-   * Takes back the unused part of leases (`units[i]` of window i), each from the bucket of its
-   * grant (`atMs[i]`, on the decision's clock): one script call, or one per slot on a Cluster.
+   * Takes back calls charged earlier (`units[i]` of window i), each from the bucket it was
+   * charged in (`atMs[i]`, on the decision's clock): unused lease shares, and the refund of a
+   * request refused on a later Cluster slot. One script call, or one per slot on a Cluster.
    */
   async giveBack(
     charges: readonly Charge[],
     units: readonly number[],
     atMs: readonly number[]
   ): Promise<void> {
-    const groups = this.opts.cluster && charges.length > 1 ? this.bySlot(charges) : null
-    if (groups === null || groups.length === 1) {
-      await this.run(charges, atMs[0]!, Mode.GiveBack, 0, 0, units, atMs)
-      return
-    }
+    const groups = this.opts.cluster ? this.bySlot(charges) : [charges.map((_, i) => i)]
     await Promise.all(
       groups.map((g) =>
         this.run(
           pick(charges, g),
           atMs[g[0]!]!,
           Mode.GiveBack,
-          0,
-          0,
           g.map((i) => units[i]!),
           g.map((i) => atMs[i]!)
         )
@@ -124,8 +118,8 @@ export class RedisStore implements LimiterStore {
   /**
    * Redis Cluster runs a script on one slot, and a request's windows may span slots (see
    * limiter/keys.ts). Such a request is checked slot by slot, in order; if a later slot
-   * refuses, the earlier ones are refunded (a forced charge of -1 in the bucket of the charge,
-   * on the store's clock at that charge). Until the refund the count is one high, which can
+   * refuses, the earlier ones are refunded (the call given back to the bucket it was charged
+   * in, on the store's clock at that charge). Until the refund the count is one high, which can
    * only refuse, never admit, a call: SPEC §3 holds.
    */
   private async consumeAcrossSlots(
@@ -153,7 +147,12 @@ export class RedisStore implements LimiterStore {
       const c = charges[i]!
       return !(c.kind === 'rule' && c.dryRun && part.windows[j]!.retryAtMs !== 0)
     })
-    await this.run(pick(charges, charged), part.nowMs, Mode.Force, -1, part.nowMs).catch(() => {})
+    const ones = charged.map(() => 1)
+    await this.giveBack(
+      pick(charges, charged),
+      ones,
+      ones.map(() => part.nowMs)
+    ).catch(() => {})
     for (const w of part.windows) {
       w.used -= 1
       w.remaining = Math.max(0, w.limit - w.used)
@@ -183,10 +182,8 @@ export class RedisStore implements LimiterStore {
     charges: readonly Charge[],
     nowMs: number,
     mode: Mode,
-    cost = 1,
-    refundAtMs = 0,
     asks?: readonly number[],
-    grantAtMs?: readonly number[]
+    chargedAtMs?: readonly number[]
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
@@ -196,15 +193,15 @@ export class RedisStore implements LimiterStore {
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
     // script compares this deadline with its own clock. The client's timer starts when the
     // command is written, a little after sentMs, so the script gives up no later than it.
-    // A refund names the store time of the charge it takes back, so it hits the same bucket.
     const at =
-      mode === Mode.Force
-        ? refundAtMs
-        : this.opts.clock !== 'caller' && this.offsetKnown && this.opts.timeoutMs
-          ? this.storeNowMs(sentMs) + this.opts.timeoutMs
-          : 0
+      mode === Mode.Charge &&
+      this.opts.clock !== 'caller' &&
+      this.offsetKnown &&
+      this.opts.timeoutMs
+        ? this.storeNowMs(sentMs) + this.opts.timeoutMs
+        : 0
     const callerNow = this.opts.clock === 'caller' ? nowMs : 0
-    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, cost, mode, at, callerNow]
+    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 1, mode, at, callerNow]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
       keys[i] = prefix + c.key
@@ -215,8 +212,8 @@ export class RedisStore implements LimiterStore {
         if (at === -1) at = keys.push(full) - 1
         limitIndex = at + 1 // Lua's KEYS is 1-based
       }
-      // A give-back names its grant's time in the calendar-end field (sliding-window.lua).
-      const endMs = c.kind === 'monthly' ? c.endMs : (grantAtMs?.[i] ?? 0)
+      // A give-back names the time of the charge in the calendar-end field (sliding-window.lua).
+      const endMs = c.kind === 'monthly' ? c.endMs : (chargedAtMs?.[i] ?? 0)
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
       argv.push(c.limit, windowMsOf(c), endMs, limitIndex, shadow, asks?.[i] ?? 0)
     }

@@ -25,13 +25,9 @@
 -- ARGV[1]             buckets per sliding window (BUCKETS_PER_WINDOW, defined once in types.ts)
 -- ARGV[2]             cost of this call (1)
 -- ARGV[3]             mode: 0 = check and charge; 1 = peek (read only, charge and delete
---                     nothing); 2 = force (charge without checking: a refund, with cost -1,
---                     of a call charged here and refused on another Cluster slot);
---                     3 = give back unused lease shares (below)
+--                     nothing); 3 = give back (below)
 -- ARGV[4]             mode 0: a deadline on the store's clock (ms), or 0: past it the caller
---                     has given up (its timeout), so the call is neither admitted nor
---                     charged; mode 2: the store time of the charge being refunded, so the
---                     refund lands in the same bucket
+--                     has given up (its timeout), so the call is neither admitted nor charged
 -- ARGV[5]             now (ms) on the caller's clock, or 0 for the store's (TIME; production).
 --                     A caller's clock serves tests that drive time by hand.
 -- ARGV[6 + 6(i-1)]    window i: limit
@@ -44,11 +40,13 @@
 --                     charge now, this one and the share the caller will admit by itself until
 --                     the bucket ends; granted only while the window stays at or under half
 --                     its limit with it, else the call is charged alone. 0: no lease.
---                     Mode 3 (give back): the unused share to take back.
+--                     Mode 3: the calls to give back.
 --
--- Mode 3 gives back unused lease shares, with no check: window i's calendar-end field
--- (ARGV[8 + 6(i-1)]) carries the store time of the grant, so the share leaves its own bucket,
--- and only as much as that bucket still holds (a bucket that left the window took its calls).
+-- Mode 3 takes back calls charged earlier, with no check: the unused part of a lease, or a
+-- call charged on one Cluster slot and refused on another (limiter/redis-store.ts). A sliding
+-- window's calendar-end field (ARGV[8 + 6(i-1)]) carries the store time of the charge, so the
+-- calls leave their own bucket, and only if that bucket still holds them (one that left the
+-- window took its calls with it); a calendar counter gives back only what it holds.
 --
 -- Returns { allowed, now, storeNow, used_1, resetAt_1, retryAt_1, limit_1, charged_1, used_2, ... }:
 -- allowed is 1, 0, or -1 for a deadline passed; now is the clock the times are on (the
@@ -64,15 +62,11 @@ if now == 0 then now = storeNow end
 local buckets = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local peek = ARGV[3] == '1'
-local force = ARGV[3] == '2'
 local at = tonumber(ARGV[4])
 local n = (#ARGV - 5) / 6
 local W = 6
 
-
-if force and at > 0 then
-  now = at
-elseif at > 0 and storeNow > at and not peek then
+if ARGV[3] == '0' and at > 0 and storeNow > at then
   return { -1, now, storeNow }
 end
 
@@ -131,30 +125,35 @@ local function expire(key, sum, first, oldest, cur, buckets, peek)
   return sum, nextFirst
 end
 
+-- Takes `units` calls back from bucket `bucket` of a sliding window, only if it holds them.
+local function giveBack(key, bucket, units)
+  local held = tonumber(redis.call('HGET', key, bucket) or '0')
+  if units <= 0 or held < units then return end
+  local total = redis.call('HINCRBY', key, 't', -units)
+  if held > units then
+    redis.call('HINCRBY', key, bucket, -units)
+    return
+  end
+  -- An emptied bucket goes, so that `o` (and resetAt) only ever name a bucket with calls.
+  redis.call('HDEL', key, bucket)
+  if tonumber(redis.call('HGET', key, 'o')) ~= bucket then return end
+  local nextFirst = firstHeld(key, bucket + 1, bucket + buckets + 1)
+  if nextFirst == nil or total <= 0 then
+    redis.call('HDEL', key, 't', 'o')
+  else
+    redis.call('HSET', key, 'o', nextFirst)
+  end
+end
+
 if ARGV[3] == '3' then
   for i = 1, n do
     local base = W * (i - 1)
     local windowMs = tonumber(ARGV[7 + base])
     local units = tonumber(ARGV[11 + base])
-    local key = KEYS[i]
-    local bucket = math.floor(tonumber(ARGV[8 + base]) / (windowMs / buckets))
-    local held = tonumber(redis.call('HGET', key, bucket) or '0')
-    if units > 0 and held >= units then
-      local total = redis.call('HINCRBY', key, 't', -units)
-      if held > units then
-        redis.call('HINCRBY', key, bucket, -units)
-      else
-        -- An emptied bucket goes, so that `o` (and resetAt) only ever name a bucket with calls.
-        redis.call('HDEL', key, bucket)
-        if tonumber(redis.call('HGET', key, 'o')) == bucket then
-          local nextFirst = firstHeld(key, bucket + 1, bucket + buckets + 1)
-          if nextFirst == nil or total <= 0 then
-            redis.call('HDEL', key, 't', 'o')
-          else
-            redis.call('HSET', key, 'o', nextFirst)
-          end
-        end
-      end
+    if windowMs > 0 then
+      giveBack(KEYS[i], math.floor(tonumber(ARGV[8 + base]) / (windowMs / buckets)), units)
+    elseif units > 0 and tonumber(redis.call('GET', KEYS[i]) or '0') >= units then
+      redis.call('DECRBY', KEYS[i], units)
     end
   end
   return { 1, now, storeNow }
@@ -191,7 +190,7 @@ for i = 1, n do
     local sum = tonumber(redis.call('GET', key) or '0')
     used[i] = sum
     resetAt[i] = endMs
-    if sum + cost > limit and not force then
+    if sum + cost > limit then
       over = true
       retryAt[i] = endMs
     end
@@ -216,7 +215,7 @@ for i = 1, n do
       resetAt[i] = 0
     end
 
-    if sum + cost > limit and not force then
+    if sum + cost > limit then
       over = true
       -- When enough of the oldest buckets have left for this call to fit. Only a window over
       -- its limit needs the buckets in order, so only it pays for the sort.
@@ -255,7 +254,7 @@ if allowed == 1 and not peek then
       local c = cost
       -- A lease keeps the window at or under half its limit: past that, every call is checked
       -- here, one by one, so an unused share never stands in the way of a call near the limit.
-      if cost > 0 and ask > cost and windowMs > 0 and used[i] + ask <= math.floor(limits[i] / 2) then
+      if ask > cost and windowMs > 0 and used[i] + ask <= math.floor(limits[i] / 2) then
         c = ask
       end
       charged[i] = c
@@ -265,18 +264,13 @@ if allowed == 1 and not peek then
         redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[8 + base]) + 86400000)
       else
         local bucketMs = windowMs / buckets
-        -- A refund takes back only what its bucket still holds (one that left the window
-        -- already took its calls with it).
-        local held = c >= 0 or tonumber(redis.call('HGET', KEYS[i], current[i]) or '0') >= -c
-        if held then
-          redis.call('HINCRBY', KEYS[i], current[i], c)
-          if firsts[i] == nil then
-            redis.call('HSET', KEYS[i], 't', c, 'o', current[i])
-          else
-            redis.call('HINCRBY', KEYS[i], 't', c)
-          end
-          redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
+        redis.call('HINCRBY', KEYS[i], current[i], c)
+        if firsts[i] == nil then
+          redis.call('HSET', KEYS[i], 't', c, 'o', current[i])
+        else
+          redis.call('HINCRBY', KEYS[i], 't', c)
         end
+        redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
         if resetAt[i] == 0 then
           resetAt[i] = (current[i] + 1) * bucketMs + windowMs
         end
