@@ -8,6 +8,7 @@ import { Redis } from 'ioredis'
 import { JsonArrayCounter } from '../src/http/json-array-count.js'
 import { sqlRowLimit } from '../src/http/sql-limit.js'
 import { GuardedStore } from '../src/limiter/guarded-store.js'
+import { keys } from '../src/limiter/keys.js'
 import { LeasingStore } from '../src/limiter/leases.js'
 import { MemoryStore } from '../src/limiter/memory-store.js'
 import { RedisStore } from '../src/limiter/redis-store.js'
@@ -241,15 +242,17 @@ function wrkScript(name: string, lua: string): string {
   return f
 }
 
-const ROTATING_LUA = `
+/** A wrk script that sends List Rows to `bases` base UUIDs in turn. */
+const rotatingLua = (bases: number) => `
 local uuids = {}
-for i = 1, 1000 do uuids[i] = string.format("%08x-0d3b-4c59-9a51-3e2d7c8b9a10", i) end
+for i = 1, ${bases} do uuids[i] = string.format("%08x-0d3b-4c59-9a51-3e2d7c8b9a10", i) end
 local n = 0
 request = function()
   n = n + 1
-  return wrk.format("GET", "/api-gateway/api/v2/dtables/" .. uuids[(n % 1000) + 1] .. "/rows/?table_name=Table1")
+  return wrk.format("GET", "/api-gateway/api/v2/dtables/" .. uuids[(n % ${bases}) + 1] .. "/rows/?table_name=Table1")
 end
 `
+const ROTATING_LUA = rotatingLua(1000)
 // A 1,000-row append (the largest append_rows allows): the body is read, parsed and counted.
 const APPEND_ROWS = Array.from(
   { length: 1000 },
@@ -274,7 +277,7 @@ const FLOOD_PATH =
 const HOT_LUA = `request = function() return wrk.format("GET", "/api-gateway/api/v2/dtables/eeeeeeee-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1") end`
 const FLOOD_LUA = `request = function() return wrk.format("GET", "${FLOOD_PATH}") end`
 // Issue #14: 100 hot bases, every call admitted (where leases pay).
-const HOT100_LUA = ROTATING_LUA.replaceAll('1000', '100')
+const HOT100_LUA = rotatingLua(100)
 
 interface Target {
   name: string
@@ -420,7 +423,8 @@ async function leaseCosts(url: string, redis: Redis): Promise<string[]> {
 }
 
 function leaseCharge(k: number | string, limit: number): Charge {
-  return { key: `{b:${k}}:base:60000`, limit, windowMs: 60_000, kind: 'class', cls: 'base' }
+  const key = keys.cls(keys.subject(`bench${k}`, ''), 'base', 60_000)
+  return { key, limit, windowMs: 60_000, kind: 'class', cls: 'base' }
 }
 
 async function main(): Promise<void> {

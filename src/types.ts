@@ -58,10 +58,10 @@ export interface MonthlyConfig {
   teams: readonly TeamConfig[]
 }
 
-/** limits.yaml after expansion, validation and preset merging. */
 /** Where counters live: this process, one Redis, or a Redis Cluster. */
 export type StoreKind = 'memory' | 'redis' | 'cluster'
 
+/** limits.yaml after expansion, validation and preset merging. */
 export interface Config {
   deployment: Deployment
   /** Proxy processes sharing the listener (1 = this process serves alone); `auto` = cores. */

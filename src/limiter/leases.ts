@@ -1,4 +1,11 @@
-import { BUCKETS_PER_WINDOW, type Charge, type Decision, type LimiterStore } from '../types.js'
+import {
+  BUCKETS_PER_WINDOW,
+  windowMsOf,
+  type Charge,
+  type Decision,
+  type LimiterStore,
+  type WindowState,
+} from '../types.js'
 
 export interface LeaseOptions {
   /**
@@ -107,9 +114,14 @@ export class LeasingStore implements LimiterStore {
    */
   private leasable(charges: readonly Charge[]): boolean {
     for (const c of charges) {
-      if (c.kind === 'monthly' || Math.floor(c.limit * this.maxShare) < 2) return false
+      if (c.kind === 'monthly' || this.capOf(c) < 2) return false
     }
     return charges.length > 0
+  }
+
+  /** The largest share of a window: `maxShare` of its limit. */
+  private capOf(c: Charge): number {
+    return Math.floor(c.limit * this.maxShare)
   }
 
   /** Leases held now (tests, metrics). */
@@ -126,7 +138,7 @@ export class LeasingStore implements LimiterStore {
     const pending = this.pendingFor(charges)
     if (pending !== null) {
       await pending
-      const after = this.takeLocal(charges, this.nowFor(nowMs), retiring)
+      const after = this.takeLocal(charges, nowMs, retiring)
       if (after !== null) return after
     }
     // On a driven clock, a share that ended goes back before the next charge, so a test reads
@@ -165,11 +177,6 @@ export class LeasingStore implements LimiterStore {
   private refusedOrLocal(charges: readonly Charge[], d: Decision): Decision {
     if (d.allowed || this.leases.size === 0) return d
     return this.takeLocal(charges, d.nowMs, []) ?? d
-  }
-
-  /** The caller's clock after a wait (a driven clock does not move while waiting). */
-  private nowFor(nowMs: number): number {
-    return this.opts.clock === 'caller' ? nowMs : Date.now()
   }
 
   /**
@@ -230,7 +237,7 @@ export class LeasingStore implements LimiterStore {
   /** Counts a call against each window's key, in buckets of that window. */
   private count(charges: readonly Charge[], nowMs: number): void {
     for (const c of charges) {
-      const bucket = Math.floor(nowMs / (windowOf(c) / BUCKETS_PER_WINDOW))
+      const bucket = Math.floor(nowMs / (windowMsOf(c) / BUCKETS_PER_WINDOW))
       const d = this.demand.get(c.key)
       if (d === undefined) {
         if (this.demand.size >= this.maxKeys) {
@@ -260,10 +267,9 @@ export class LeasingStore implements LimiterStore {
       const c = charges[i]!
       const d = this.demand.get(c.key)
       const seen = d === undefined ? 0 : Math.max(d.calls, d.prev)
-      const cap = Math.floor(c.limit * this.maxShare)
       const holding = (this.leases.get(c.key)?.units ?? 0) > 0
       const declined = d !== undefined && d.declined === d.bucket
-      const ask = seen < 2 || holding || declined ? 0 : Math.min(seen, cap)
+      const ask = seen < 2 || holding || declined ? 0 : Math.min(seen, this.capOf(c))
       asks[i] = ask
       if (ask > 0) any = true
     }
@@ -290,42 +296,51 @@ export class LeasingStore implements LimiterStore {
         if (demand !== undefined) demand.declined = demand.bucket
         continue
       }
-      const bucketMs = windowOf(c) / BUCKETS_PER_WINDOW
+      const bucketMs = windowMsOf(c) / BUCKETS_PER_WINDOW
       const endMs = (Math.floor(d.nowMs / bucketMs) + 1) * bucketMs
       const w = d.windows[i]!
-      const old = this.leases.get(c.key)
-      if (old !== undefined) {
-        // Two grants in one bucket (asks that crossed) make one share: giving the older back
-        // now could leave refused calls behind it that its calls would have admitted.
-        if (Math.floor(old.grantAtMs / bucketMs) === Math.floor(d.nowMs / bucketMs)) {
-          old.units += units
-          old.usedAtGrant = Math.max(old.usedAtGrant, w.used)
-          w.used -= old.units
-          w.remaining = Math.max(0, w.limit - w.used)
-          continue
-        }
-        void this.retire(old)
+      let lease = this.leases.get(c.key)
+      // Two grants in one bucket (asks that crossed) make one share: giving the older back
+      // now could leave refused calls behind it that its calls would have admitted.
+      if (lease !== undefined && lease.grantAtMs >= endMs - bucketMs) {
+        lease.units += units
+        lease.usedAtGrant = Math.max(lease.usedAtGrant, w.used)
+      } else {
+        if (lease !== undefined) void this.retire(lease)
+        lease = this.lease(c, units, w, d.nowMs, endMs, askedMono)
       }
-      const lease: Lease = {
-        charge: c,
-        units,
-        grantAtMs: d.nowMs,
-        // The script ran after askedMono, so its bucket ends no sooner than this.
-        deadline: this.opts.clock === 'caller' ? endMs : askedMono + (endMs - d.nowMs),
-        usedAtGrant: w.used,
-        resetAtMs: w.resetAtMs,
-        monoAtGrant: this.monotonic(),
-        timer: null,
-      }
-      if (this.opts.clock === 'store') {
-        lease.timer = setTimeout(() => void this.retire(lease), lease.deadline - lease.monoAtGrant)
-        lease.timer.unref()
-      }
-      this.leases.set(c.key, lease)
       // The first local call reports the count without the calls still to come.
-      w.used -= units
+      w.used -= lease.units
       w.remaining = Math.max(0, w.limit - w.used)
     }
+  }
+
+  /** A new share, held until its bucket ends (on the store's clock, a timer gives it back). */
+  private lease(
+    c: Charge,
+    units: number,
+    w: WindowState,
+    grantAtMs: number,
+    endMs: number,
+    askedMono: number
+  ): Lease {
+    const lease: Lease = {
+      charge: c,
+      units,
+      grantAtMs,
+      // The script ran after askedMono, so its bucket ends no sooner than this.
+      deadline: this.opts.clock === 'caller' ? endMs : askedMono + (endMs - grantAtMs),
+      usedAtGrant: w.used,
+      resetAtMs: w.resetAtMs,
+      monoAtGrant: this.monotonic(),
+      timer: null,
+    }
+    if (this.opts.clock === 'store') {
+      lease.timer = setTimeout(() => void this.retire(lease), lease.deadline - lease.monoAtGrant)
+      lease.timer.unref()
+    }
+    this.leases.set(c.key, lease)
+    return lease
   }
 
   /**
@@ -387,8 +402,4 @@ export class LeasingStore implements LimiterStore {
     await Promise.all(retiring)
     await this.inner.close()
   }
-}
-
-function windowOf(c: Charge): number {
-  return c.kind === 'monthly' ? 0 : c.windowMs
 }
