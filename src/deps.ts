@@ -119,11 +119,10 @@ function guardedRedisStore(
   metrics?: Metrics
 ): GuardedStore {
   const s = config.store
-  const kind = storeKindOf(s)
   return new GuardedStore(
     new RedisStore(client, {
       prefix: s.prefix,
-      cluster: kind === 'cluster',
+      cluster: client instanceof Cluster,
       timeoutMs: s.timeoutMs,
       clock,
     }),
