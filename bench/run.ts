@@ -5,8 +5,8 @@ import { availableParallelism, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
-import { JsonArrayCounter } from '../src/http/json-array-count.js'
-import { sqlRowLimit } from '../src/http/sql-limit.js'
+import { JsonBodyScanner } from '../src/size/json-count.js'
+import { sqlRowLimit } from '../src/size/sql-limit.js'
 import { GuardedStore } from '../src/limiter/guarded-store.js'
 import { keys } from '../src/limiter/keys.js'
 import { LeasingStore } from '../src/limiter/leases.js'
@@ -303,7 +303,7 @@ function checkCosts(): string[] {
   sql += 'GROUP BY Name ORDER BY Name LIMIT 500'
   const body = Buffer.from(APPEND_BODY)
   const scan = usPerCall(() => {
-    const c = new JsonArrayCounter('rows')
+    const c = new JsonBodyScanner({ count: 'rows' })
     c.write(body)
     return c.end()
   }, 2000)

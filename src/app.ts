@@ -1,16 +1,18 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
-import { bodyHistory, sizeChecked } from './http/body-checks.js'
+import { bodyHistory } from './http/body-checks.js'
 import { createGate } from './http/gate.js'
 import type { DryRun, Outcome } from './http/outcome.js'
-import type { ForwardResult, Forwarder } from './http/proxy.js'
+import type { ForwardRequest, ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { createFinisher } from './observe/request-log.js'
 import type { UsageSummary } from './observe/summary.js'
+import { BufferBudget } from './size/body-buffer.js'
+import { sizedBody } from './size/body.js'
 import type { LimiterStore } from './types.js'
 
 export interface GatewayDeps {
@@ -28,6 +30,10 @@ export interface GatewayDeps {
   serverVersion?: () => string | null
   /** SPEC §8: the upgrade report's counter (batched). */
   recorder?: { record(entryId: string, key: string, nowMs: number): void }
+  /** SPEC §4: how many processes share size_limits.buffer_bytes (workers); 1 by default. */
+  processes?: number
+  /** Where spilled bodies go; the OS's temporary directory by default. */
+  tmpDir?: string
 }
 
 export interface Gateway {
@@ -39,7 +45,6 @@ export interface Gateway {
 
 /** The outcome of a forwarded call, from what the forwarder saw. */
 export function forwardOutcome(r: ForwardResult): Outcome {
-  if (r.refusal !== undefined) return { kind: 'size_refused', ...r.refusal }
   if (r.status === 0) return { kind: 'client_aborted', upstreamMs: r.upstreamMs }
   if (r.error !== undefined) {
     return { kind: 'upstream_error', status: r.status, upstreamMs: r.upstreamMs, error: r.error }
@@ -52,6 +57,16 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const { forwarder, logger } = deps
   const gate = createGate(deps)
   const finish = createFinisher(deps)
+  const metrics = deps.metrics
+  const sizeDeps = {
+    budget: new BufferBudget(),
+    processes: deps.processes ?? 1,
+    tmpDir: deps.tmpDir,
+    onHeld: (spilled: boolean, bufferedBytes: number) => {
+      if (spilled) metrics?.bodySpills.inc()
+      metrics?.bodyBufferedBytes.set(bufferedBytes)
+    },
+  }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedMs = performance.now()
@@ -67,20 +82,26 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const done = (outcome: Outcome, dryRun: DryRun | null) =>
       finish({ method, path, admission, startedMs, outcome, dryRun, apiChanges })
 
-    const sized = await sizeChecked(req, g)
+    const sized = await sizedBody(sizeDeps, req, snapshot, g)
     if (sized.kind === 'aborted')
       return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
+    if (sized.kind === 'unavailable') {
+      sendJsonError(res, 503, sized.message, { ...admission.headers, 'retry-after': '1' })
+      return done({ kind: 'body_unavailable', message: sized.message }, g.dryRun)
+    }
     if (sized.kind === 'refused') {
+      sized.release()
       const r = sized.refusal
-      // A body left unread past max_body_bytes is not read: the connection closes.
-      if (r.status === 413) res.setHeader('connection', 'close')
+      // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
+      res.setHeader('connection', 'close')
       sendJsonError(res, r.status, r.message, admission.headers)
       return done({ kind: 'size_refused', ...r }, g.dryRun)
     }
-    let body = sized.body
+    const dryRun = sized.broken === null ? g.dryRun : { ...g.dryRun, size: sized.broken }
+    let body: ForwardRequest['body'] = sized.body
     if (g.pendingHistory.length > 0 && body === undefined) {
       const read = await bodyHistory(deps, req, g)
-      if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
+      if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, dryRun)
       body = read.body
       apiChanges.push(...read.breaking)
     }
@@ -95,10 +116,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       body,
       timeoutMs: snapshot.config.upstream.timeoutMs,
       done: (r) => {
-        // Dry-run: a streamed body's broken rule is known once it was read.
-        const late = sized.streamed?.violation() ?? null
-        const dryRun =
-          late !== null && r.refusal === undefined ? { ...sized.dryRun, size: late } : sized.dryRun
+        sized.release()
         done(forwardOutcome(r), dryRun)
       },
     })

@@ -203,6 +203,8 @@ function createProxy(core: Core): Proxy {
     upstreamUrl: config.upstream.url,
     metrics: core.metrics,
     summary: core.summary,
+    // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
+    processes: resolveWorkers(config.workers),
   })
   return { recorder, forwarder, gateway, server: createProxyServer(config, gateway) }
 }

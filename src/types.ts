@@ -37,6 +37,8 @@ export interface SizeLimits {
   deleteRows: number
   sqlList: number
   maxBodyBytes: number
+  /** SPEC §4: bytes of checked bodies held in memory at once (all calls); past it, a temp file. */
+  bufferBytes: number
 }
 
 export interface PlanConfig {

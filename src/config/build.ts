@@ -209,6 +209,7 @@ function buildSizeLimits(file: LimitsFile): SizeLimits {
     deleteRows: sl.delete_rows ?? D.size_limits.delete_rows,
     sqlList: sl.sql_list ?? D.size_limits.sql_list,
     maxBodyBytes: sl.max_body_bytes ?? D.size_limits.max_body_bytes,
+    bufferBytes: sl.buffer_bytes ?? D.size_limits.buffer_bytes,
   }
 }
 

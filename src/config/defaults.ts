@@ -32,6 +32,7 @@ export const DEFAULTS = {
     delete_rows: 10_000,
     sql_list: 10_000,
     max_body_bytes: 16_777_216,
+    buffer_bytes: 268_435_456,
   },
   monthly: { timezone: 'UTC', teams: [] as unknown[] },
   server: { version: 'auto' },

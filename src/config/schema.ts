@@ -126,6 +126,7 @@ export const limitsFileSchema = z.strictObject({
       delete_rows: positiveInt.optional(),
       sql_list: positiveInt.optional(),
       max_body_bytes: positiveInt.optional(),
+      buffer_bytes: positiveInt.optional(),
     })
     .optional(),
   server: z

@@ -1,5 +1,6 @@
 import type { OutgoingHttpHeaders } from 'node:http'
 import { UUID_PATTERN } from '../http/base-uuid.js'
+import { pathPattern } from '../http/path-tokens.js'
 import { ENTRIES, RELEASES, type HistoryEntry, type Recognise, type Release } from './table.js'
 import { compareVersions } from './version.js'
 
@@ -41,7 +42,10 @@ function compileRecognise(entry: HistoryEntry, r: Recognise): CompiledRecognise 
   return {
     entry,
     prefix: literal,
-    methods: r.methods ? new Set(r.methods) : null,
+    // SPEC §8: HEAD matches what GET matches.
+    methods: r.methods
+      ? new Set(r.methods.includes('GET') ? [...r.methods, 'HEAD'] : r.methods)
+      : null,
     re: compilePattern(r.path),
     anyQuery: r.anyQuery ?? null,
     bodyWithout: r.bodyWithout ?? null,
@@ -127,7 +131,8 @@ export const NO_HISTORY: HistoryDecision = Object.freeze({
 
 function goneMessage(method: string, path: string, e: HistoryEntry, date: string | null): string {
   const use = e.replacement ? `; use ${e.replacement}` : ''
-  return `${method} ${path} was removed in ${e.version}${date ? ` (${date})` : ''}: ${e.what}${use}`
+  // SPEC §6: a token in the path is named by its pattern, never repeated.
+  return `${method} ${pathPattern(path)} was removed in ${e.version}${date ? ` (${date})` : ''}: ${e.what}${use}`
 }
 
 /** The replacement as a URI for a Link header: the request's base filled in, no placeholder. */

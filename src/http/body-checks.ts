@@ -1,13 +1,9 @@
 import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import { historyOf, type GateDeps, type Pass } from './gate.js'
-import type { DryRun } from './outcome.js'
 import { readJsonBody } from './read-body.js'
-import { checkSize } from './size-gate.js'
-import { sizeCheckFor } from './size-limits.js'
 
-// The request path's looks at a body, after the gate: the size checks (SPEC §4) and the
-// change-history entries recognised by a body field (SPEC §8).
+// The change-history entries recognised by a body field (SPEC §8), after the gate.
 
 /**
  * SPEC §8 changes recognised by the body (Move Rows to Big Data without `view_name`): the
@@ -33,31 +29,4 @@ export async function bodyHistory(
   const nowMs = (deps.now ?? Date.now)()
   for (const e of h.breaking) deps.recorder?.record(e.id, g.admission.classification.key, nowMs)
   return { body: read.body, breaking: h.breaking.map((e) => e.id) }
-}
-
-export type Sized =
-  | { kind: 'aborted' }
-  | { kind: 'refused'; refusal: NonNullable<DryRun['size']> }
-  | {
-      kind: 'ok'
-      body: Buffer | Readable | undefined
-      dryRun: DryRun | null
-      streamed?: { violation(): NonNullable<DryRun['size']> | null }
-    }
-
-/** SPEC §4 size limits, after the rate check: a size-refused call has used its slot. */
-export async function sizeChecked(req: IncomingMessage, g: Pass): Promise<Sized> {
-  const method = req.method ?? 'GET'
-  const check = sizeCheckFor(method, g.path)
-  if (check === null) return { kind: 'ok', body: undefined, dryRun: g.dryRun }
-  const dryRunMode = g.snapshot.config.mode === 'dry-run'
-  const size = await checkSize(check, req, g.query, g.snapshot.config.sizeLimits, {
-    keepRestForDryRun: dryRunMode,
-  })
-  if (size.aborted) return { kind: 'aborted' }
-  if (size.refusal === undefined) {
-    return { kind: 'ok', body: size.body, dryRun: g.dryRun, streamed: size.streamed }
-  }
-  if (!dryRunMode) return { kind: 'refused', refusal: size.refusal }
-  return { kind: 'ok', body: size.body, dryRun: { ...g.dryRun, size: size.refusal } }
 }

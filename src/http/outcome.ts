@@ -1,4 +1,4 @@
-import type { SizeLimitName } from './size-limits.js'
+import type { SizeRefusal } from '../size/check.js'
 
 /**
  * How one request ended, as a value: every exit of the request path names one, and one
@@ -10,13 +10,9 @@ export type Outcome =
   | { kind: 'client_aborted'; upstreamMs: number | null }
   | { kind: 'rate_limited' }
   | { kind: 'monthly_limited' }
-  | {
-      kind: 'size_refused'
-      status: 400 | 413
-      message: string
-      limitName?: SizeLimitName
-      count?: number
-    }
+  | ({ kind: 'size_refused' } & SizeRefusal)
+  /** A checked body could not be held (its temporary file failed): 503. */
+  | { kind: 'body_unavailable'; message: string }
   | { kind: 'bad_request'; reason: string }
   | { kind: 'bad_path'; reason: string }
   | { kind: 'store_unavailable' }
@@ -40,6 +36,7 @@ export function statusOf(o: Outcome): number {
     case 'bad_path':
       return 400
     case 'store_unavailable':
+    case 'body_unavailable':
       return 503
     case 'gone':
       return 410
@@ -53,7 +50,7 @@ export interface DryRun {
   /** Dry-run rules over their limit (the call was charged to the enforced windows). */
   rules?: readonly string[]
   /** A size limit is broken, and `mode: dry-run` forwards the call. */
-  size?: { status: 400 | 413; message: string; limitName?: SizeLimitName; count?: number }
+  size?: SizeRefusal
   /** A removed endpoint (SPEC §8) forwarded because `mode: dry-run` refuses nothing. */
   gone?: string
 }

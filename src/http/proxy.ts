@@ -3,7 +3,6 @@ import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
 import { connectionTokens, HOP_BY_HOP } from './hop-by-hop.js'
 import { sendJsonError } from './respond.js'
-import { SizeViolation, type SizeRefusal } from './size-gate.js'
 
 // SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,
 // hop-by-hop headers dropped, X-Forwarded-* appended; 502 when the upstream refuses or drops
@@ -15,8 +14,6 @@ export interface ForwardResult {
   /** From dispatch to the upstream's response headers; null when none came. */
   upstreamMs: number | null
   error?: string
-  /** A streamed body broke a size rule: the client got that rule's 400/413. */
-  refusal?: SizeRefusal
 }
 
 export interface ForwardRequest {
@@ -25,8 +22,8 @@ export interface ForwardRequest {
   pathAndQuery: string
   /** Headers of ours to add to the answer (x-ratelimit-*, Deprecation, …). */
   extraHeaders: OutgoingHttpHeaders | null
-  /** A body already read (size checks); else the request streams through. */
-  body?: Buffer | Readable
+  /** A body already read (size checks: iterable chunks keep the client's framing); else the request streams through. */
+  body?: Buffer | Readable | Iterable<Buffer> | AsyncIterable<Buffer>
   /** upstream.timeout_ms of the snapshot the request was admitted under (reload applies at once). */
   timeoutMs: number
   done: (r: ForwardResult) => void
@@ -123,21 +120,13 @@ function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (cl !== undefined && cl !== '0')
 }
 
-/** What the client gets when forwarding fails: the broken size rule, 504, 502, or a cut. */
+/** What the client gets when forwarding fails: 504, 502, or a cut. */
 function answerFailure(
   err: Error,
   f: ForwardRequest & { upstreamMs: number | null; finish: (r: ForwardResult) => void }
 ): void {
   const { req, res, extraHeaders, upstreamMs, finish } = f
   const code = (err as { code?: string }).code ?? err.name
-  const violation = sizeViolationOf(err)
-  if (violation !== null && !res.headersSent) {
-    // The body broke a size rule on its way: the upstream got no whole body. The rest of
-    // the client's body is not read: the connection closes.
-    res.setHeader('connection', 'close')
-    sendJsonError(res, violation.status, violation.message, extraHeaders)
-    return finish({ status: violation.status, upstreamMs, refusal: violation })
-  }
   if (res.headersSent) {
     // The upstream dropped the connection mid-answer (or the client left): the client's
     // connection is closed too, so it cannot take a cut body for a whole one.
@@ -187,7 +176,8 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         path: basePath + f.pathAndQuery,
         method: req.method as 'GET',
         headers: upstreamRequestHeaders(req),
-        body: f.body ?? (hasBody(req) ? req : null),
+        // undici writes any (async) iterable as the body; its types list only streams.
+        body: (f.body ?? (hasBody(req) ? req : null)) as Readable | null,
         // undici re-arms this timer on every body chunk it writes, so it runs from the request
         // fully sent to the response headers (SPEC §2 upstream.timeout_ms). Per request, so a
         // reload applies to the next one, as it does for WebSocket upgrades.
@@ -225,12 +215,4 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
   }
 
   return { forward, close: () => pool.close() }
-}
-
-/** The size rule a streamed body broke, however undici wrapped the stream's error. */
-function sizeViolationOf(err: Error): SizeRefusal | null {
-  for (let e: unknown = err; e instanceof Error; e = e.cause) {
-    if (e instanceof SizeViolation) return e.refusal
-  }
-  return null
 }

@@ -6,7 +6,7 @@ import type { Finish } from '../observe/request-log.js'
 import type { GateResult, Refusal } from './gate.js'
 import type { Outcome } from './outcome.js'
 import { upstreamRequestHeaders } from './proxy.js'
-import { sizeCheckFor } from './size-limits.js'
+import { sizeCheckFor } from '../size/actions.js'
 
 // SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
 // The upgrade request is rate-checked like any other; after the 101 the two sockets are

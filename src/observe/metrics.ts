@@ -104,6 +104,19 @@ export class Metrics {
     'Calls of leased shares given back unused when their bucket ended',
     [] as const
   )
+  readonly bodySpills = counter(
+    this.registry,
+    'basegate_body_spilled_total',
+    'Checked bodies held in a temporary file because size_limits.buffer_bytes was in use (SPEC §4)',
+    [] as const
+  )
+  readonly bodyBufferedBytes = gauge(
+    this.registry,
+    'basegate_body_buffered_bytes',
+    'Bytes of checked bodies held in memory now (bounded by size_limits.buffer_bytes)',
+    [] as const,
+    'sum'
+  )
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',

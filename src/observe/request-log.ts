@@ -2,7 +2,7 @@ import type { DryRun, Outcome } from '../http/outcome.js'
 import { statusOf } from '../http/outcome.js'
 import type { Admission } from '../http/rate-limit.js'
 import type { Logger } from './log.js'
-import { maskPathTokens } from './mask-path.js'
+import { maskPathTokens } from '../http/path-tokens.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
@@ -28,6 +28,7 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   bad_path: 'refused: bad path',
   bad_request: 'refused: bad request',
   store_unavailable: 'refused: store unavailable',
+  body_unavailable: 'refused: body could not be held',
   upstream_error: 'upstream error',
   client_aborted: 'client went away',
   gone: 'refused: removed endpoint',
@@ -54,6 +55,8 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
       return { reason: o.reason }
     case 'gone':
       return { removed: o.entry, error_msg: o.message }
+    case 'body_unavailable':
+      return { error_msg: o.message }
     default:
       return {}
   }

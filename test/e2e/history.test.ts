@@ -87,9 +87,12 @@ describe('a 6.2 server (auto): removed endpoints answered 410, counted like thei
       .getTableAccessTokenByExternalLink('abcdef012345')
       .catch((e: { response: { status: number; data: unknown } }) => e)
     expect(err.response.status).toBe(410)
-    expect((err.response.data as { error_msg: string }).error_msg).toMatch(
-      /external-link-tokens\/abcdef012345\/access-token\/ was removed in 6\.1 \(2026-03-19\)/
+    const msg = (err.response.data as { error_msg: string }).error_msg
+    // SPEC §6: the 410 names the endpoint by its pattern; the token never comes back.
+    expect(msg).toMatch(
+      /external-link-tokens\/\{token\}\/access-token\/ was removed in 6\.1 \(2026-03-19\)/
     )
+    expect(msg).not.toContain('abcdef')
     expect(forwarded(s.up, '/api/v2.1/external-link-tokens/')).toBe(0)
   })
 

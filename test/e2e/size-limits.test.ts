@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { recordBodies, startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
 const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-1111-4c59-9a51-3e2d7c8b9a10`
 const rows = (n: number) => `/api-gateway/api/v2/dtables/${uuid(n)}/rows/`
@@ -19,15 +19,7 @@ const received: Buffer[] = []
 
 beforeAll(async () => {
   up = await startStubUpstream()
-  up.handle((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      received.push(Buffer.concat(chunks))
-      res.writeHead(200, json)
-      res.end('{"success":true}')
-    })
-  })
+  up.handle(recordBodies((_url, body) => received.push(body)))
   gw = await startGateway(
     testYaml(
       up.url,

@@ -122,3 +122,18 @@ export function useStubUpstream(): StubUpstream {
     close: () => get().close(),
   }
 }
+
+/** A handler that keeps the exact bytes of each body it received, then answers `{"success":true}`. */
+export function recordBodies(
+  onBody: (url: string, body: Buffer) => void
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      onBody(req.url!, Buffer.concat(chunks))
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end('{"success":true}')
+    })
+  }
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { sqlRowLimit } from '../../src/http/sql-limit.js'
+import { readingsOf, sqlRowLimit, strictRowLimit } from '../../src/size/sql-limit.js'
 
 // SPEC §4 / issue #15: the LIMIT reader against the service's own SQL and every trick found.
 
@@ -25,6 +25,26 @@ describe("sqlRowLimit: counts the top-level LIMIT of the service's SQL", () => {
     ['WITH x AS (SELECT * FROM T LIMIT 5) SELECT * FROM x LIMIT 10001', 10001],
     ['SELECT * FROM T LIMIT 10000', 10000],
     ['SELECT * FROM T LIMIT 0', 0],
+    // Issue #20: where dialects read the text differently, the larger reading counts.
+    ['(SELECT * FROM T LIMIT 50000)', 50000],
+    ['((SELECT * FROM T LIMIT 50000))', 50000],
+    ['SELECT a FROM t UNION (SELECT a FROM u LIMIT 50000)', 50000],
+    ['SELECT a FROM t UNION ALL (SELECT a FROM u LIMIT 50000)', 50000],
+    ['SELECT * FROM T WHERE a = 1--1 LIMIT 50000', 50000],
+    ["SELECT * FROM T WHERE Name = 'a\\' LIMIT 50000 -- '", 50000],
+    ['SELECT * FROM T /*! LIMIT 50000 */', 50000],
+    ['SELECT * FROM T /*!50000 LIMIT 50000 */', 50000],
+    ['SELECT * FROM T -- x\r LIMIT 50000', 50000],
+    ['SELECT * FROM T LIMIT\u0085 50000', 50000],
+    ['SELECT * FROM T LIMIT\u200b50000', 50000],
+    ['SELECT * FROM T FETCH NEXT 50000 ROWS ONLY', 50000],
+    ['SELECT * FROM T OFFSET 5 ROWS FETCH FIRST 50000 ROW ONLY', 50000],
+    ['SELECT * FROM T FETCH FIRST ROW ONLY', 1],
+    ['SELECT TOP 50000 * FROM T', 50000],
+    ['SELECT DISTINCT TOP (50000) Name FROM T', 50000],
+    ['SELECT * FROM T WHERE a = 1 # x\nLIMIT 50000', 50000],
+    ['SELECT a # b FROM T LIMIT 50000', 50000],
+    ['SELECT * FROM T LIMIT 10 UNION SELECT * FROM U LIMIT 50000', 50000],
   ])('%s → %d', (sql, n) => {
     expect(sqlRowLimit(sql, undefined)).toEqual({ kind: 'count', count: n })
   })
@@ -35,6 +55,9 @@ describe("sqlRowLimit: counts the top-level LIMIT of the service's SQL", () => {
     'SELECT * FROM T /* LIMIT 99999 */',
     'SELECT * FROM T -- LIMIT 99999',
     'SELECT * FROM T WHERE id IN (SELECT id FROM u LIMIT 99999)',
+    'SELECT * FROM (SELECT * FROM u LIMIT 99999) AS x',
+    'SELECT top FROM T',
+    'SELECT * FROM T -- LIMIT 99999\r\n',
     'INSERT INTO T (Name) SELECT Name FROM U LIMIT 99999',
     'UPDATE T SET Name = 1 LIMIT 99999',
     'DELETE FROM T WHERE Name = 1 LIMIT 99999',
@@ -75,21 +98,29 @@ function rng(seed: number) {
   return () => (seed = (seed * 48271) % 2147483647) / 2147483647
 }
 
-/** The naive oracle: strip strings and comments, then read the last LIMIT outside parentheses. */
+/**
+ * The naive oracle: strip strings and comments, then read the LIMITs outside parentheses; the
+ * largest, over the two ways of reading a backslash in a string (MySQL's escape, and the
+ * standard's plain character).
+ */
 function oracle(sql: string): number | null {
-  const stripped = sql
-    .replace(/'(?:[^'\\]|\\.|'')*'/g, "''")
-    .replace(/\/\*[\s\S]*?\*\//g, ' ')
-    .replace(/--[^\n]*/g, ' ')
-  let depth = 0
-  let top = ''
-  for (const c of stripped) {
-    if (c === '(') depth++
-    else if (c === ')') depth--
-    else if (depth === 0) top += c
+  const readings = [/'(?:[^'\\]|\\.|'')*('|$)/g, /'(?:[^']|'')*('|$)/g]
+  let best: number | null = null
+  for (const strings of readings) {
+    const stripped = sql
+      .replace(strings, "''")
+      .replace(/\/\*[\s\S]*?\*\//g, ' ')
+      .replace(/--[^\n]*/g, ' ')
+    let depth = 0
+    let top = ''
+    for (const c of stripped) {
+      if (c === '(') depth++
+      else if (c === ')') depth = Math.max(0, depth - 1)
+      else if (depth === 0) top += c
+    }
+    for (const m of top.matchAll(/\blimit\s+(\d+)/gi)) best = Math.max(best ?? 0, Number(m[1]))
   }
-  const all = [...top.matchAll(/\blimit\s+(\d+)/gi)]
-  return all.length === 0 ? null : Number(all.at(-1)![1])
+  return best
 }
 
 describe('sqlRowLimit: property test against a naive oracle on the de-commented text', () => {
@@ -122,3 +153,53 @@ describe('sqlRowLimit: property test against a naive oracle on the de-commented 
     }
   })
 })
+
+describe('readingsOf: a text is read once per way its own characters allow', () => {
+  it.each([
+    ['SELECT * FROM T LIMIT 5', 1],
+    ['SELECT 1--1', 2],
+    ["SELECT 'a\\'", 2],
+    ['SELECT 1--1 /*! x */ # \r', 16],
+    ["SELECT 1--1 /*! x */ # \r '\\'", 32],
+  ])('%s: %i readings', (sql, n) => {
+    expect(readingsOf(sql)).toHaveLength(n)
+  })
+})
+
+describe('strictRowLimit: a statement too long to read in every dialect', () => {
+  const pad = (sql: string) => `${sql} AND a IN (${"'x\\\\', 1--1, ".repeat(40_000)}1)`
+
+  it('still finds every row count, and costs one pass', () => {
+    const sql = pad("SELECT * FROM T WHERE Name = 'a\\' LIMIT 50000 -- '") + ' LIMIT 5'
+    expect(sql.length).toBeGreaterThan(500_000)
+    const t0 = performance.now()
+    expect(sqlRowLimit(sql, [])).toEqual({ kind: 'count', count: 50000 })
+    expect(performance.now() - t0).toBeLessThan(2000) // generous: a multi-reading pass took 20 s
+  })
+
+  it('counts LIMIT m, n, TOP, FETCH, and LIMIT ? as the largest integer parameter', () => {
+    expect(strictRowLimit(pad('SELECT 1 LIMIT 10, 20000'), src([]))).toEqual({
+      kind: 'count',
+      count: 20000,
+    })
+    expect(strictRowLimit(pad('SELECT TOP (30000) a'), src([]))).toEqual({
+      kind: 'count',
+      count: 30000,
+    })
+    expect(strictRowLimit(pad('SELECT a FETCH NEXT 40000 ROWS ONLY'), src([]))).toEqual({
+      kind: 'count',
+      count: 40000,
+    })
+    expect(strictRowLimit(pad('SELECT a LIMIT ?'), src(['x', 3, '12000']))).toEqual({
+      kind: 'count',
+      count: 12000,
+    })
+    expect(strictRowLimit(pad('SELECT a LIMIT ?'), src(['x'])).kind).toBe('invalid')
+    expect(strictRowLimit(pad('SELECT a LIMIT 5*10000'), src([])).kind).toBe('invalid')
+    expect(strictRowLimit(pad('SELECT a FROM desktop'), src([])).kind).toBe('none')
+  })
+})
+
+function src(list: unknown[]) {
+  return { at: (i: number) => list[i], each: (fn: (v: unknown) => void) => list.forEach(fn) }
+}

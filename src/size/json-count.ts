@@ -1,8 +1,11 @@
 // SPEC §4: the length of a body's top-level array field (`rows`, `updates`, `row_ids`),
 // counted by a byte scanner as the body arrives: strings, escapes and nesting, validating the
-// JSON grammar as JSON.parse does, with memory bounded by the nesting depth (a stack of one
-// entry per level), never by the body's size. Where the field is named twice, the last one
-// counts, as the server's JSON parser reads it.
+// JSON grammar as JSON.parse does, with memory bounded by the nesting cap (MAX_DEPTH levels,
+// one byte each), never by the body's size. Where the field is named twice, the last one
+// counts, as the server's JSON parser reads it; a key that equals the field but for case
+// counts as the field (Go's encoding/json matches keys so). The scanner also finds where
+// other top-level fields' values lie (`sql`, `parameters`), by the same key rule, so that
+// they can be read from the held bytes without a parse tree of the body.
 //
 // One loop over the bytes with the state in locals: per byte it costs a compare or two in
 // strings (most of a row's bytes), and a small switch elsewhere.
@@ -40,6 +43,27 @@ const OPEN_ARR = 0x5b
 /** A key longer than this cannot be a counted field; its bytes are not kept. */
 const MAX_KEY = 64
 
+/**
+ * SPEC §4: a body nested deeper is refused. Servers' parsers stop near here (Python's json at
+ * the recursion limit, Go's at 10,000, browsers' far deeper), and the scanner's memory is
+ * bounded by this, not by the body's size.
+ */
+export const MAX_DEPTH = 512
+
+/**
+ * Keys are compared folded as Go's encoding/json folds them (each character upper-cased after
+ * lower-casing): `Rows`, `ROWS`, and even `roſs` (long s) read as `rows` there.
+ */
+export function foldKey(key: string): string {
+  return key.toLowerCase().toUpperCase()
+}
+
+/** Where a captured field's value lies in the body: bytes [start, end). */
+export interface Span {
+  start: number
+  end: number
+}
+
 /** What the body held: the field's array length, or why it has none. */
 export type FieldCount =
   | { kind: 'count'; count: number }
@@ -50,10 +74,18 @@ export type FieldCount =
 const isDigit = (b: number) => b >= 0x30 && b <= 0x39
 const isHex = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
 
-export class JsonArrayCounter {
+export interface ScanOptions {
+  /** The top-level array field whose length is counted, or null. */
+  count: string | null
+  /** Top-level fields whose value's span is wanted (last occurrence, folded keys). */
+  capture?: readonly string[]
+}
+
+export class JsonBodyScanner {
   private state = VALUE
-  /** `{` or `[` per open level. */
-  private readonly stack: number[] = []
+  /** `{` or `[` per open level, up to MAX_DEPTH. */
+  private readonly stack = new Uint8Array(MAX_DEPTH)
+  private depth = 0
   private strIsKey = false
   private key: number[] = []
   private keyLong = false
@@ -69,8 +101,21 @@ export class JsonArrayCounter {
   private count = 0
   /** True while the scanner is directly inside the field's array. */
   private inField = false
+  private readonly field: string | null
+  /** Folded key → the name its span is filed under. */
+  private readonly captureNames: ReadonlyMap<string, string>
+  /** The absolute offset of the current chunk's first byte, and of the byte being read. */
+  private base = 0
+  private at = 0
+  /** The capture whose value is being read, and where it began. */
+  private capturing: string | null = null
+  private captureStart = 0
+  readonly spans = new Map<string, Span>()
 
-  constructor(private readonly field: string) {}
+  constructor(opts: ScanOptions) {
+    this.field = opts.count === null ? null : foldKey(opts.count)
+    this.captureNames = new Map((opts.capture ?? []).map((n) => [foldKey(n), n]))
+  }
 
   /** The count so far (for a running check against the limit). */
   get current(): number {
@@ -78,6 +123,7 @@ export class JsonArrayCounter {
   }
 
   end(): FieldCount {
+    this.at = this.base
     if (this.state === NUM) this.endNumber()
     if (this.state === LIT) this.endLiteral()
     if (this.state !== DONE) this.fail('the body ends early')
@@ -96,7 +142,7 @@ export class JsonArrayCounter {
         let b = buf[i]!
         switch (state) {
           case STR:
-            if (!(this.strIsKey && this.stack.length === 1)) {
+            if (!(this.strIsKey && this.depth === 1)) {
               // Hot path: row data is mostly string bytes.
               while (b !== 0x22 && b !== 0x5c && b >= 0x20) {
                 if (++i === n) return
@@ -106,8 +152,10 @@ export class JsonArrayCounter {
               this.keyByte(b)
               break
             }
-            if (b === 0x22) state = this.endString()
-            else if (b === 0x5c) {
+            if (b === 0x22) {
+              this.at = this.base + i + 1
+              state = this.endString()
+            } else if (b === 0x5c) {
               this.keyByte(b)
               state = STR_ESC
             } else this.fail('a control character in a string')
@@ -138,6 +186,7 @@ export class JsonArrayCounter {
           case NUM:
             if (this.numByte(b)) break
             this.state = state
+            this.at = this.base + i
             this.endNumber()
             state = this.state
             continue // the byte after the number is read in the new state
@@ -147,12 +196,14 @@ export class JsonArrayCounter {
               break
             }
             this.state = state
+            this.at = this.base + i
             this.endLiteral()
             state = this.state
             continue
           default:
             if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) break
             this.state = state
+            this.at = this.base + i
             this.structural(b)
             state = this.state
         }
@@ -160,6 +211,7 @@ export class JsonArrayCounter {
       }
     } finally {
       this.state = state
+      this.base += n
     }
   }
 
@@ -204,21 +256,27 @@ export class JsonArrayCounter {
 
   /** A value begins: count it when it is an element of the field's array. */
   private valueStarts(b: number): void {
-    const depth = this.stack.length
+    const depth = this.depth
     if (depth === 0) this.topIsObject = b === OPEN_OBJ
     else if (depth === 2 && this.inField) this.count++
-    else if (depth === 1 && this.stack[0] === OPEN_OBJ && this.lastKey === this.field) {
-      // The field's value, at depth 1 of the top-level object: the last occurrence counts.
-      this.fieldSeen = b === OPEN_ARR ? 'array' : 'other'
-      this.count = 0
-      this.inField = b === OPEN_ARR
+    else if (depth === 1 && this.stack[0] === OPEN_OBJ && this.lastKey !== null) {
+      if (this.lastKey === this.field) {
+        // The field's value, at depth 1 of the top-level object: the last occurrence counts.
+        this.fieldSeen = b === OPEN_ARR ? 'array' : 'other'
+        this.count = 0
+        this.inField = b === OPEN_ARR
+      }
+      const name = this.captureNames.get(this.lastKey)
+      if (name !== undefined) {
+        this.capturing = name
+        this.captureStart = this.at
+      }
     }
-    if (b === OPEN_OBJ) {
-      this.stack.push(b)
-      this.state = OBJ_KEY_OR_END
-    } else if (b === OPEN_ARR) {
-      this.stack.push(b)
-      this.state = ARR_VALUE_OR_END
+    if (b === OPEN_OBJ || b === OPEN_ARR) {
+      if (depth === MAX_DEPTH)
+        throw new JsonSyntaxError(`the body is nested deeper than ${MAX_DEPTH} levels`)
+      this.stack[this.depth++] = b
+      this.state = b === OPEN_OBJ ? OBJ_KEY_OR_END : ARR_VALUE_OR_END
     } else if (b === 0x22) {
       this.strIsKey = false
       this.state = STR
@@ -281,22 +339,27 @@ export class JsonArrayCounter {
     this.valueEnds()
   }
 
-  /** A value ended: what may follow depends on the container. */
+  /** A value ended (at `this.at`, exclusive): what may follow depends on the container. */
   private valueEnds(): void {
-    const top = this.stack[this.stack.length - 1]
-    this.state = top === undefined ? DONE : top === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
+    const depth = this.depth
+    if (depth === 1 && this.capturing !== null) {
+      this.spans.set(this.capturing, { start: this.captureStart, end: this.at })
+      this.capturing = null
+    }
+    this.state = depth === 0 ? DONE : this.stack[depth - 1] === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
   }
 
   private close(b: number): void {
-    const open = this.stack.pop()
+    const open = this.depth === 0 ? 0 : this.stack[--this.depth]
     if ((b === 0x7d && open !== OPEN_OBJ) || (b === 0x5d && open !== OPEN_ARR))
       this.fail('a mismatched bracket')
-    if (this.stack.length === 1 && b === 0x5d) this.inField = false
+    if (this.depth === 1 && b === 0x5d) this.inField = false
+    this.at++ // the bracket belongs to the value
     this.valueEnds()
   }
 
   private keyByte(b: number): void {
-    if (!this.strIsKey || this.keyLong || this.stack.length !== 1) return
+    if (!this.strIsKey || this.keyLong || this.depth !== 1) return
     if (this.key.length >= MAX_KEY) {
       this.keyLong = true
       this.key = []
@@ -309,12 +372,65 @@ export class JsonArrayCounter {
       this.valueEnds()
       return this.state
     }
-    if (this.stack.length === 1) {
+    if (this.depth === 1) {
       // Escapes in a key (`"\u0072ows"` is `rows`) are read as the server reads them.
       this.lastKey = this.keyLong
         ? null
-        : (JSON.parse(`"${Buffer.from(this.key).toString('utf8')}"`) as string)
+        : foldKey(JSON.parse(`"${Buffer.from(this.key).toString('utf8')}"`) as string)
     }
     return COLON
   }
+}
+
+/**
+ * Calls `fn` with the bytes of each element of a JSON array given as bytes (already validated
+ * by the scanner) until it returns true: `LIMIT ?` reads parameters one by one, without a
+ * parse tree of the whole list.
+ */
+export function eachArrayElement(
+  bytes: Buffer,
+  fn: (element: Buffer, index: number) => boolean
+): void {
+  let depth = 0
+  let inString = false
+  let index = 0
+  let start = -1
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!
+    if (inString) {
+      if (b === 0x5c) i++
+      else if (b === 0x22) inString = false
+      continue
+    }
+    if (isJsonSpace(b)) continue
+    const atTop = depth === 1
+    if ((atTop && b === 0x2c) || ((b === 0x7d || b === 0x5d) && depth === 1)) {
+      if (start !== -1 && fn(bytes.subarray(start, i), index++)) return
+      start = -1
+      if (b !== 0x2c) return
+      continue
+    }
+    if (b === 0x7d || b === 0x5d) {
+      depth--
+      continue
+    }
+    if (atTop && start === -1) start = i
+    if (b === 0x22) inString = true
+    else if (b === OPEN_OBJ || b === OPEN_ARR) depth++
+  }
+}
+
+/** Element `index` of a JSON array given as bytes, parsed alone (undefined past the end). */
+export function arrayElement(bytes: Buffer, index: number): unknown {
+  let out: unknown = undefined
+  eachArrayElement(bytes, (el, i) => {
+    if (i !== index) return false
+    out = JSON.parse(el.toString('utf8'))
+    return true
+  })
+  return out
+}
+
+function isJsonSpace(b: number): boolean {
+  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 }

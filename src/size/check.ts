@@ -1,0 +1,242 @@
+import type { IncomingMessage } from 'node:http'
+import type { SizeLimits } from '../types.js'
+import { limitFor, type SizeCheck, type SizeLimitName } from './actions.js'
+import { readHeldBody, type BufferBudget, type HeldBody } from './body-buffer.js'
+import { arrayElement, eachArrayElement, JsonBodyScanner, JsonSyntaxError } from './json-count.js'
+import { formFields, formKindOf } from './form-fields.js'
+import { sqlRowLimit, type SqlLimit } from './sql-limit.js'
+
+// SPEC §4 on one request: count what the action's limit counts, from the query or from the
+// body read whole (and held as raw bytes) before anything of the call is forwarded.
+
+/** A broken size rule: refused (enforce), or logged and forwarded (dry-run). */
+export interface SizeRefusal {
+  status: 400 | 413
+  message: string
+  limitName?: SizeLimitName
+  count?: number
+}
+
+export type SizeResult =
+  /**
+   * Forward the call. `body` is the held body (null: nothing was read, the request streams);
+   * `rest` says the request stream still has bytes after it (dry-run past max_body_bytes);
+   * `broken` is the rule a dry-run forwards anyway.
+   */
+  | { kind: 'pass'; body: HeldBody | null; rest: boolean; broken: SizeRefusal | null }
+  | { kind: 'refused'; refusal: SizeRefusal; body: HeldBody | null }
+  | { kind: 'aborted' }
+  /** The body could not be held (the temporary file failed): answered 503. */
+  | { kind: 'unavailable'; message: string }
+
+export interface SizeContext {
+  limits: SizeLimits
+  budget: BufferBudget
+  /** This process's share of size_limits.buffer_bytes. */
+  bufferBytes: number
+  /** enforce refuses; dry-run forwards and reports. */
+  enforce: boolean
+  /** Where spilled bodies go (the OS's temporary directory by default). */
+  tmpDir?: string
+}
+
+const PLAIN_INT = /^[0-9]+$/
+
+export function sizeErrorMessage(name: SizeLimitName, count: number, limit: number): string {
+  const what = name === 'list_rows' || name === 'sql_list' ? 'rows requested' : 'rows in the body'
+  return `${name} is ${limit}: ${count} ${what} is over it`
+}
+
+function tooMany(name: SizeLimitName, count: number, limit: number): SizeRefusal {
+  return { status: 400, message: sizeErrorMessage(name, count, limit), limitName: name, count }
+}
+
+const invalid = (message: string): SizeRefusal => ({ status: 400, message })
+
+/**
+ * list rows: the `limit` query parameter. Only a plain decimal integer (after
+ * percent-decoding) is a limit: the server's parser reads `+5000`, ` 5000`, `5_000`, `5000.0`
+ * or full-width digits as 5000, so anything else is refused rather than passed uncounted.
+ * Repeated: every value must be plain, and the largest counts.
+ */
+export function listRowsRefusal(query: string, limit: number): SizeRefusal | null {
+  if (query.length < 2) return null
+  const values = new URLSearchParams(query.slice(1)).getAll('limit')
+  let max = -1
+  for (const v of values) {
+    if (!PLAIN_INT.test(v)) {
+      return invalid(
+        `the query parameter limit=${JSON.stringify(v)} is not a plain non-negative integer`
+      )
+    }
+    max = Math.max(max, Number(v))
+  }
+  return max > limit ? tooMany('list_rows', max, limit) : null
+}
+
+/** A body that is not what the action takes, or breaks its limit; null when it passes. */
+type Judge = (body: HeldBody) => Promise<SizeRefusal | null>
+
+/** The scanner for one check (none for a form), and how to judge the body once it was read whole. */
+function scannerFor(
+  check: SizeCheck,
+  limit: number,
+  contentType: string | undefined
+): { scanner: JsonBodyScanner | null; judge: Judge } {
+  if (check.counts === 'array') {
+    const { field } = check
+    const scanner = new JsonBodyScanner({ count: field })
+    return {
+      scanner,
+      judge: async () => {
+        const r = scanner.end()
+        if (r.kind === 'count') return r.count > limit ? tooMany(check.name, r.count, limit) : null
+        if (r.kind === 'not_object') return invalid('the body must be a JSON object')
+        return invalid(`the body must be a JSON object with an array "${field}"`)
+      },
+    }
+  }
+  if (formKindOf(contentType) !== null) {
+    return { scanner: null, judge: (body) => judgeSqlForm(body, contentType!, limit) }
+  }
+  const scanner = new JsonBodyScanner({ count: null, capture: ['sql', 'parameters'] })
+  return { scanner, judge: (body) => judgeSql(scanner, body, limit) }
+}
+
+function sqlRefusal(r: SqlLimit, limit: number): SizeRefusal | null {
+  if (r.kind === 'invalid') return invalid(r.message)
+  return r.kind === 'count' && r.count > limit ? tooMany('sql_list', r.count, limit) : null
+}
+
+/**
+ * A form body (dtable-web-api's querySql posts multipart): every `sql` field counts, the
+ * largest wins (servers differ on which of two fields they read: Django the last, Go the
+ * first); `parameters`, when given, is a JSON list in a field.
+ */
+async function judgeSqlForm(
+  body: HeldBody,
+  contentType: string,
+  limit: number
+): Promise<SizeRefusal | null> {
+  const fields = await formFields(body, contentType, ['sql', 'parameters'])
+  if ('error' in fields) return invalid(fields.error)
+  const sqls = fields.get('sql')!
+  if (sqls.length === 0) return invalid('the form must have a field "sql"')
+  let params: unknown = undefined
+  const p = fields.get('parameters')!.at(-1)
+  if (p !== undefined) {
+    try {
+      params = JSON.parse(p)
+    } catch {
+      return invalid('the form field "parameters" is not a JSON list')
+    }
+  }
+  let worst: SizeRefusal | null = null
+  for (const sql of sqls) {
+    const r = sqlRefusal(sqlRowLimit(sql, params), limit)
+    if (r === null) continue
+    if (r.count === undefined) return r // not a plain integer: refused whatever the rest says
+    if (worst === null || r.count > worst.count!) worst = r
+  }
+  return worst
+}
+
+async function judgeSql(
+  scanner: JsonBodyScanner,
+  body: HeldBody,
+  limit: number
+): Promise<SizeRefusal | null> {
+  const shape = scanner.end()
+  const at = scanner.spans.get('sql')
+  if (shape.kind === 'not_object' || at === undefined)
+    return invalid('the body must be a JSON object with a string "sql"')
+  const sql: unknown = JSON.parse((await body.slice(at.start, at.end)).toString('utf8'))
+  if (typeof sql !== 'string') return invalid('the body must have a string "sql"')
+  const p = scanner.spans.get('parameters')
+  // Only a `?` can read a parameter; the list's bytes are read, never parsed whole.
+  const params = p === undefined || !sql.includes('?') ? null : await body.slice(p.start, p.end)
+  const isList = params !== null && params[0] === 0x5b
+  const r = sqlRowLimit(sql, {
+    at: (i: number): unknown => (isList ? arrayElement(params, i) : undefined),
+    each: (fn: (v: unknown) => void) => {
+      if (!isList) return
+      eachArrayElement(params, (el) => {
+        fn(JSON.parse(el.toString('utf8')))
+        return false
+      })
+    },
+  })
+  return sqlRefusal(r, limit)
+}
+
+/** SPEC §4 size checks on one request: count, compare, and hold the body to forward. */
+export async function checkSize(
+  check: SizeCheck,
+  req: IncomingMessage,
+  query: string,
+  ctx: SizeContext
+): Promise<SizeResult> {
+  const limit = limitFor(check.name, ctx.limits)
+  if (check.counts === 'query') {
+    const broken = listRowsRefusal(query, limit)
+    if (broken === null || !ctx.enforce) return { kind: 'pass', body: null, rest: false, broken }
+    return { kind: 'refused', refusal: broken, body: null }
+  }
+  const { scanner, judge } = scannerFor(check, limit, req.headers['content-type'])
+  let early: SizeRefusal | null = null
+  const read = await readHeldBody(req, {
+    maxBytes: ctx.limits.maxBodyBytes,
+    budget: ctx.budget,
+    limitBytes: ctx.bufferBytes,
+    dir: ctx.tmpDir,
+    onChunk: (chunk) => {
+      if (early !== null || scanner === null) return true // dry-run reads on, to forward it whole
+      try {
+        scanner.write(chunk)
+        if (check.counts === 'array' && scanner.current > limit)
+          early = tooMany(check.name, scanner.current, limit)
+      } catch (err) {
+        if (!(err instanceof JsonSyntaxError)) throw err
+        early = invalid(err.message)
+      }
+      return early === null || !ctx.enforce
+    },
+  })
+  switch (read.kind) {
+    case 'aborted':
+      return read
+    case 'failed':
+      return {
+        kind: 'unavailable',
+        message: `the request body could not be held for its size check (${codeOf(read.error)}); try again shortly`,
+      }
+    case 'too_large': {
+      const refusal: SizeRefusal = {
+        status: 413,
+        message: `the body is over max_body_bytes (${ctx.limits.maxBodyBytes} bytes)`,
+      }
+      if (ctx.enforce) return { kind: 'refused', refusal, body: read.body }
+      return { kind: 'pass', body: read.body, rest: true, broken: refusal }
+    }
+    case 'stopped':
+      return { kind: 'refused', refusal: early!, body: read.body }
+    case 'whole': {
+      let broken: SizeRefusal | null = early
+      if (broken === null) {
+        try {
+          broken = await judge(read.body)
+        } catch (err) {
+          if (!(err instanceof JsonSyntaxError)) throw err
+          broken = invalid(err.message)
+        }
+      }
+      if (broken === null || !ctx.enforce)
+        return { kind: 'pass', body: read.body, rest: false, broken }
+      return { kind: 'refused', refusal: broken, body: read.body }
+    }
+  }
+}
+
+function codeOf(err: Error): string {
+  return (err as { code?: string }).code ?? err.message
+}

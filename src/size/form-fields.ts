@@ -1,0 +1,56 @@
+import busboy from 'busboy'
+import type { HeldBody } from './body-buffer.js'
+import { foldKey } from './json-count.js'
+
+// SPEC §4: the SQL endpoints also take form bodies: the service's own JS client
+// (dtable-web-api's querySql) posts `sql` as multipart/form-data. Fields are read from the held
+// bytes (busboy for multipart, streaming; URLSearchParams for urlencoded); file parts are
+// skipped unread. Names are matched folded, as the JSON keys are.
+
+export type FormKind = 'multipart' | 'urlencoded'
+
+/** The form kind a content-type names, or null (a JSON body). */
+export function formKindOf(contentType: string | undefined): FormKind | null {
+  const ct = (contentType ?? '').toLowerCase()
+  if (ct.startsWith('multipart/form-data')) return 'multipart'
+  if (ct.startsWith('application/x-www-form-urlencoded')) return 'urlencoded'
+  return null
+}
+
+/** Every value of the wanted fields (by their given name), or why the body is not a form. */
+export async function formFields(
+  body: HeldBody,
+  contentType: string,
+  names: readonly string[]
+): Promise<Map<string, string[]> | { error: string }> {
+  const wanted = new Map(names.map((n) => [foldKey(n), n]))
+  const out = new Map<string, string[]>(names.map((n) => [n, []]))
+  const keep = (name: string, value: string) => {
+    const as = wanted.get(foldKey(name))
+    if (as !== undefined) out.get(as)!.push(value)
+  }
+  if (formKindOf(contentType) === 'urlencoded') {
+    const text = (await body.slice(0, body.length)).toString('utf8')
+    for (const [k, v] of new URLSearchParams(text)) keep(k, v)
+    return out
+  }
+  let bb: busboy.Busboy
+  try {
+    // No field is cut short: max_body_bytes already bounds the whole body.
+    bb = busboy({ headers: { 'content-type': contentType }, limits: { fieldSize: body.length } })
+  } catch (err) {
+    return { error: `the body is not the form its content-type says (${(err as Error).message})` }
+  }
+  return new Promise((resolve) => {
+    bb.on('field', (name, value) => keep(name, value))
+    bb.on('file', (_name, stream) => stream.resume())
+    bb.on('close', () => resolve(out))
+    bb.on('error', (err: Error) =>
+      resolve({ error: `the body is not valid multipart form data (${err.message})` })
+    )
+    void (async () => {
+      for await (const c of body.chunks()) bb.write(c)
+      bb.end()
+    })().catch((err: Error) => resolve({ error: err.message }))
+  })
+}

@@ -1,0 +1,169 @@
+import { describe, expect, it } from 'vitest'
+import {
+  arrayElement,
+  foldKey,
+  JsonBodyScanner,
+  JsonSyntaxError,
+  MAX_DEPTH,
+} from '../../src/size/json-count.js'
+
+function rng(seed: number) {
+  return () => (seed = (seed * 48271) % 2147483647) / 2147483647
+}
+
+/** Random JSON-ish text: valid values, with a share of small corruptions. */
+function generate(r: () => number, depth = 0): string {
+  const k = r()
+  if (depth > 3 || k < 0.3) {
+    return ['1', '-0.5e3', 'true', 'null', '"a\\"b"', '"\\u0041"', '"é"', '0', '12'][
+      Math.floor(r() * 9)
+    ]!
+  }
+  if (k < 0.6) {
+    const n = Math.floor(r() * 4)
+    return `[${Array.from({ length: n }, () => generate(r, depth + 1)).join(',')}]`
+  }
+  const n = Math.floor(r() * 4)
+  const keys = ['rows', 'x', '\\u0072ows', 'table_name']
+  return `{${Array.from({ length: n }, () => `"${keys[Math.floor(r() * 4)]}":${generate(r, depth + 1)}`).join(',')}}`
+}
+
+function corrupt(r: () => number, text: string): string {
+  const i = Math.floor(r() * (text.length + 1))
+  const junk = [',', ']', '}', '"', 'x', '01', ' ', ':', '\\', '\u0001'][Math.floor(r() * 10)]!
+  return r() < 0.5 ? text.slice(0, i) + junk + text.slice(i) : text.slice(0, i) + text.slice(i + 1)
+}
+
+/** What JSON.parse says the count is (last duplicate key wins, as the server reads it). */
+function viaParse(text: string): string {
+  let v: unknown
+  try {
+    v = JSON.parse(text)
+  } catch {
+    return 'invalid'
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'not_object'
+  if (!('rows' in v)) return 'missing'
+  const rows = (v as { rows: unknown }).rows
+  return Array.isArray(rows) ? `count:${rows.length}` : 'not_array'
+}
+
+function viaScanner(text: string, chunk: number): string {
+  const c = new JsonBodyScanner({ count: 'rows' })
+  const buf = Buffer.from(text)
+  try {
+    for (let i = 0; i < buf.length; i += chunk) c.write(buf.subarray(i, i + chunk))
+    const r = c.end()
+    return r.kind === 'count' ? `count:${r.count}` : r.kind
+  } catch (err) {
+    if (err instanceof JsonSyntaxError) return 'invalid'
+    throw err
+  }
+}
+
+describe('JsonBodyScanner: fuzzed against JSON.parse', () => {
+  it('agrees on 5,000 generated bodies, split into random chunk sizes', () => {
+    const r = rng(42)
+    for (let i = 0; i < 5000; i++) {
+      let text = `{"table_name":"T","rows":${generate(r)}}`
+      if (r() < 0.3) text = generate(r)
+      if (r() < 0.4) text = corrupt(r, text)
+      const chunk = 1 + Math.floor(r() * 7)
+      expect(viaScanner(text, chunk), text).toBe(viaParse(text))
+    }
+  })
+
+  it('the last of duplicate keys counts', () => {
+    expect(viaScanner('{"rows":[1,2,3],"rows":[1]}', 3)).toBe('count:1')
+    expect(viaScanner('{"rows":[1],"rows":[1,2,3]}', 3)).toBe('count:3')
+  })
+
+  it('keeps memory bounded by depth: a 4 MiB body of 200k rows scans without holding it', () => {
+    const c = new JsonBodyScanner({ count: 'rows' })
+    c.write(Buffer.from('{"rows":['))
+    const row = Buffer.from('{"Name":"row","n":[1,2,3]},')
+    for (let i = 0; i < 200_000; i++) c.write(row)
+    c.write(Buffer.from('{}]}'))
+    expect(c.end()).toEqual({ kind: 'count', count: 200_001 })
+  })
+})
+
+describe('JsonBodyScanner: keys as a case-insensitive server reads them (issue #20)', () => {
+  it.each([
+    ['{"rows":[],"Rows":[1,2,3]}', 'count:3'],
+    ['{"ROWS":[1,2,3],"rows":[]}', 'count:0'],
+    ['{"rOwS":[1,2]}', 'count:2'],
+    // Go folds each character: the long s (ſ) upper-cases to S.
+    ['{"row\u017f":[1,2,3,4]}', 'count:4'],
+    ['{"\\u0052ows":[1]}', 'count:1'],
+  ])('%s → %s', (text, want) => {
+    expect(viaScanner(text, 2)).toBe(want)
+  })
+
+  it('folds as Go does: upper after lower', () => {
+    expect(foldKey('Rows')).toBe(foldKey('rows'))
+    expect(foldKey('\u212aey')).toBe(foldKey('key')) // the Kelvin sign
+    expect(foldKey('sql')).not.toBe(foldKey('sqls'))
+  })
+})
+
+describe('JsonBodyScanner: nesting is capped (issue #20)', () => {
+  const nested = (depth: number) => `{"rows":[${'['.repeat(depth)}${']'.repeat(depth)}]}`
+
+  it(`accepts ${MAX_DEPTH} levels and refuses one more`, () => {
+    // The object and the rows array are two levels.
+    expect(viaScanner(nested(MAX_DEPTH - 2), 64)).toBe('count:1')
+    expect(() => {
+      const c = new JsonBodyScanner({ count: 'rows' })
+      c.write(Buffer.from(nested(MAX_DEPTH - 1)))
+    }).toThrow(/nested deeper than 512/)
+  })
+
+  it('a 100,000-deep body fails fast with memory bounded by the cap', () => {
+    const c = new JsonBodyScanner({ count: 'rows' })
+    const before = process.memoryUsage().heapUsed
+    expect(() => {
+      c.write(Buffer.from('{"rows":['))
+      for (let i = 0; i < 100; i++) c.write(Buffer.alloc(1000, 0x5b))
+    }).toThrow(JsonSyntaxError)
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(5_000_000)
+  })
+})
+
+describe('JsonBodyScanner: spans of captured fields', () => {
+  const spanText = (text: string, name: string, chunk: number) => {
+    const c = new JsonBodyScanner({ count: null, capture: ['sql', 'parameters'] })
+    const buf = Buffer.from(text)
+    for (let i = 0; i < buf.length; i += chunk) c.write(buf.subarray(i, i + chunk))
+    c.end()
+    const s = c.spans.get(name)
+    return s === undefined ? undefined : buf.subarray(s.start, s.end).toString()
+  }
+
+  it.each([1, 3, 100])('finds the last occurrence, any case, in chunks of %i', (chunk) => {
+    const text =
+      '{"sql":"SELECT 1","x":{"sql":"no"},"SQL" : "SELECT * LIMIT ?" ,"Parameters":[1, "a", {"b":[2]}, 20000 ]}'
+    expect(spanText(text, 'sql', chunk)).toBe('"SELECT * LIMIT ?"')
+    expect(spanText(text, 'parameters', chunk)).toBe('[1, "a", {"b":[2]}, 20000 ]')
+  })
+
+  it('finds numbers, literals and objects whole', () => {
+    expect(spanText('{"sql":12}', 'sql', 1)).toBe('12')
+    expect(spanText('{"sql":null , "a":1}', 'sql', 2)).toBe('null')
+    expect(spanText('{"sql":{"a":[1]}}', 'sql', 2)).toBe('{"a":[1]}')
+  })
+})
+
+describe('arrayElement: one element of a JSON array, parsed alone', () => {
+  it.each([
+    ['[1, "a", {"b":[2,3]}, 20000 ]', 0, 1],
+    ['[1, "a", {"b":[2,3]}, 20000 ]', 1, 'a'],
+    ['[1, "a", {"b":[2,3]}, 20000 ]', 2, { b: [2, 3] }],
+    ['[1, "a", {"b":[2,3]}, 20000 ]', 3, 20000],
+    ['[1, "a", {"b":[2,3]}, 20000 ]', 4, undefined],
+    ['["x,]\\"", [1,[2]], 7]', 2, 7],
+    ['[]', 0, undefined],
+  ])('%s [%i]', (text, i, want) => {
+    expect(arrayElement(Buffer.from(text), i)).toEqual(want)
+  })
+})
