@@ -20,12 +20,15 @@ import type { Charge } from '../src/types.js'
 //   BENCH_SECONDS   seconds per measurement (default 5)
 //   BENCH_ROUNDS    rounds per scenario; the median is reported (default 3)
 //   BENCH_CONNS     concurrent connections (default 50)
+//   BENCH_ONLY      scenarios to run, comma-separated (e.g. append); the table then goes to
+//                   bench/results-<names>.md, leaving the full run's results.md alone
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const DIST = join(ROOT, 'dist')
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const CONNS = Number(process.env.BENCH_CONNS ?? 50)
+const ONLY = process.env.BENCH_ONLY?.split(',').filter((x) => x !== '')
 const WORK = mkdtempSync(join(tmpdir(), 'basegate-bench-'))
 const children: ChildProcess[] = []
 
@@ -287,6 +290,57 @@ interface Target {
   script?: string
 }
 
+/** A ~1 MB append of 1,000 rows (the largest append_rows allows). */
+const ONE_MB_BODY = `{"table_name":"Table1","rows":[${Array.from({ length: 1000 }, (_, i) => `{"Name":"row ${i}","Notes":"${'n'.repeat(1000)}"}`).join(',')}]}`
+
+/**
+ * Issue #20: the latency a checked body's buffering adds. One client, one call at a time, a
+ * 1 MB body: the direct call, this build (read whole, then forwarded), the same bytes on an
+ * unchecked path (streamed), and BENCH_BASELINE (the streaming counter of 0.4.0), interleaved.
+ */
+async function oneMbLatency(targets: Target[]): Promise<string[]> {
+  const { Agent, request } = await import('undici')
+  const agent = new Agent({ connections: 1 })
+  const rows: { name: string; url: string; path: string }[] = []
+  const base = '/api-gateway/api/v2/dtables/0000abcd-0d3b-4c59-9a51-3e2d7c8b9a10/'
+  for (const t of targets) {
+    if (t.name === 'direct' || t.name === 'basegate' || t.name === 'basegate-baseline')
+      rows.push({ name: t.name, url: t.url, path: base + 'rows/' })
+    if (t.name === 'basegate')
+      rows.push({ name: 'basegate-unchecked', url: t.url, path: base + 'rows-unchecked/' })
+  }
+  const ms: Record<string, number[]> = {}
+  for (let round = 0; round < 8; round++) {
+    for (const r of rows) {
+      for (let i = 0; i < 40; i++) {
+        const t0 = performance.now()
+        const res = await request(r.url + r.path, {
+          method: 'POST',
+          body: ONE_MB_BODY,
+          headers: { 'content-type': 'application/json' },
+          dispatcher: agent,
+        })
+        await res.body.dump()
+        if (round > 0) (ms[r.name] ??= []).push(performance.now() - t0)
+      }
+    }
+  }
+  await agent.close()
+  const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)]!
+  const out = [
+    `## one 1 MB append at a time (${ONE_MB_BODY.length} bytes, 1,000 rows; 280 calls per row, interleaved)`,
+    '',
+    '| target | p50 ms | p99 ms | p50 vs direct |',
+    '| --- | ---: | ---: | ---: |',
+  ]
+  for (const [name, xs] of Object.entries(ms)) {
+    out.push(
+      `| ${name} | ${pct(xs, 0.5).toFixed(2)} | ${pct(xs, 0.99).toFixed(2)} | +${(pct(xs, 0.5) - pct(ms.direct!, 0.5)).toFixed(2)} ms |`
+    )
+  }
+  return out
+}
+
 /** µs per call of a function, after a warm-up, in this process. */
 function usPerCall(fn: () => unknown, n: number): number {
   for (let i = 0; i < Math.min(n, 2000); i++) fn()
@@ -500,7 +554,9 @@ async function main(): Promise<void> {
     | { rate: number; rows: Record<string, { p50: number[]; p99: number[]; rps: number[] }> }
     | undefined
 
+  let oneMb: string[] = []
   for (const sc of scenarios) {
+    if (ONLY !== undefined && !ONLY.includes(sc.name)) continue
     if (!useWrk && sc.name === 'append') continue // the autocannon fallback runs the GET scenarios only
     const gwPort = await freePort()
     const honoPort = await freePort()
@@ -652,6 +708,7 @@ async function main(): Promise<void> {
       }
       halfRate = { rate, rows: at }
     }
+    if (sc.name === 'append') oneMb = await oneMbLatency(targets)
     for (const p of procs) await stop(p)
   }
 
@@ -699,14 +756,16 @@ async function main(): Promise<void> {
       )
     }
   }
+  lines.push('', ...oneMb)
   lines.push('', ...checkCosts())
   lines.push('', ...(await scriptCosts(redis)))
   lines.push('', ...(await leaseCosts(redisUrl, redis)))
   const md = lines.join('\n') + '\n'
   mkdirSync(join(ROOT, 'bench'), { recursive: true })
-  writeFileSync(join(ROOT, 'bench/results.md'), md)
+  const stem = ONLY === undefined ? 'results' : `results-${ONLY.join('-')}`
+  writeFileSync(join(ROOT, `bench/${stem}.md`), md)
   writeFileSync(
-    join(ROOT, 'bench/results.json'),
+    join(ROOT, `bench/${stem}.json`),
     JSON.stringify(
       {
         when: new Date().toISOString(),
