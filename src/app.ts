@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
-import { bodyHistory } from './http/body-checks.js'
+import { bodyHistory } from './http/history-check.js'
 import { createGate } from './http/gate.js'
 import type { DryRun, Outcome } from './http/outcome.js'
 import type { ForwardRequest, ForwardResult, Forwarder } from './http/proxy.js'
@@ -69,25 +69,22 @@ export function createGateway(deps: GatewayDeps): Gateway {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const startedMs = performance.now()
-    const method = req.method ?? 'GET'
+    const begun = { method: req.method ?? 'GET', startedMs: performance.now() }
     const g = await gate(req)
-    const apiChanges = g.history.breaking.map((e) => e.id)
     if (g.kind === 'refuse') {
       sendRefusal(res, g)
-      const { path, admission, outcome } = g
-      return finish({ method, path, admission, startedMs, outcome, dryRun: null, apiChanges })
+      return finish(g, begun, g.outcome)
     }
     const { admission, path, snapshot } = g
-    const done = (outcome: Outcome, dryRun: DryRun | null) =>
-      finish({ method, path, admission, startedMs, outcome, dryRun, apiChanges })
+    const done = (outcome: Outcome, dryRun: DryRun | null = g.dryRun) =>
+      finish(g, begun, outcome, dryRun)
 
     const sized = await sizedBody(sizeDeps, req, snapshot, g)
     if (sized.kind === 'aborted')
       return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
     if (sized.kind === 'unavailable') {
       sendJsonError(res, 503, sized.message, { ...admission.headers, 'retry-after': '1' })
-      return done({ kind: 'body_unavailable', message: sized.message }, g.dryRun)
+      return done({ kind: 'body_unavailable', message: sized.message })
     }
     if (sized.kind === 'refused') {
       sized.release()
@@ -95,7 +92,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
       res.setHeader('connection', 'close')
       sendJsonError(res, r.status, r.message, admission.headers)
-      return done({ kind: 'size_refused', ...r }, g.dryRun)
+      return done({ kind: 'size_refused', ...r })
     }
     const dryRun = sized.broken === null ? g.dryRun : { ...g.dryRun, size: sized.broken }
     let body: ForwardRequest['body'] = sized.body
@@ -103,7 +100,6 @@ export function createGateway(deps: GatewayDeps): Gateway {
       const read = await bodyHistory(deps, req, g)
       if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, dryRun)
       body = read.body
-      apiChanges.push(...read.breaking)
     }
     forwarder.forward({
       req,

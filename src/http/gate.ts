@@ -1,10 +1,9 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Snapshot } from '../config/snapshot.js'
 import { StoreError } from '../limiter/store-error.js'
-import { decide, HISTORY, NO_HISTORY, type HistoryDecision, type Match } from '../history/match.js'
-import type { HistoryEntry } from '../history/table.js'
+import { HISTORY, NO_HISTORY, type HistoryDecision, type Match } from '../history/match.js'
 import type { LimiterStore } from '../types.js'
-import { baseUuidOfPath } from './base-uuid.js'
+import { checkHistory } from './history-check.js'
 import { normalizePath, splitTarget } from './normalize-path.js'
 import type { DryRun, Outcome } from './outcome.js'
 import { admit, type Admission } from './rate-limit.js'
@@ -20,8 +19,10 @@ export interface Refusal {
   /** The normalised path, when there is one (a bad path has none). */
   path: string | null
   admission: Admission | null
-  /** SPEC §8: what the call matched in the change history (logged as api_change). */
+  /** SPEC §8: what the call matched in the change history. */
   history: HistoryDecision
+  /** SPEC §8: ids of the entries an upgrade would break (logged as api_change, counted in metrics). */
+  apiChanges: string[]
 }
 
 /** A call to forward: admitted (or over a limit in dry-run). */
@@ -37,6 +38,8 @@ export interface Pass {
   history: HistoryDecision
   /** History entries that still depend on the body (read by the request path). */
   pendingHistory: readonly Match[]
+  /** SPEC §8: ids of the entries an upgrade would break; a body's entries join later. */
+  apiChanges: string[]
 }
 
 export type GateResult = Refusal | Pass
@@ -49,20 +52,6 @@ export interface GateDeps {
   serverVersion?: () => string | null
   /** SPEC §8: counts calls an upgrade would break (batched, never a store call per request). */
   recorder?: { record(entryId: string, key: string, nowMs: number): void }
-}
-
-/** SPEC §8 on one admitted call: 410, deprecation headers, and what to record. */
-export function historyOf(
-  deps: GateDeps,
-  snapshot: Snapshot,
-  req: { method: string; path: string },
-  entries: readonly HistoryEntry[]
-): HistoryDecision {
-  if (entries.length === 0) return NO_HISTORY
-  const { removed, deprecationHeaders } = snapshot.config.history
-  const uuid = baseUuidOfPath(req.path)
-  const server = deps.serverVersion?.() ?? null
-  return decide(HISTORY, entries, server, { removed, deprecationHeaders }, { ...req, uuid })
 }
 
 /** How many Host headers came (headersDistinct would build an object of every header per call). */
@@ -89,7 +78,8 @@ function refuse(
   }
 ): Refusal {
   const { path, admission = null, headers = null, history = NO_HISTORY } = at
-  return { kind: 'refuse', status, message, headers, outcome, path, admission, history }
+  const apiChanges = history.breaking.map((e) => e.id)
+  return { kind: 'refuse', status, message, headers, outcome, path, admission, history, apiChanges }
 }
 
 /**
@@ -144,13 +134,12 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
         dryRun,
         history: NO_HISTORY,
         pendingHistory: [],
+        apiChanges: [],
       }
     }
     const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
-    const history = historyOf(deps, snapshot, { method, path }, known)
-    const nowMs = now()
-    for (const e of history.breaking)
-      deps.recorder?.record(e.id, admission.classification.key, nowMs)
+    const key = admission.classification.key
+    const history = checkHistory(deps, snapshot, { method, path, key }, known)
     if (history.gone !== null) {
       // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
       const { entry, message } = history.gone
@@ -165,6 +154,17 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       dryRun = { ...dryRun, gone: entry.id }
     }
     const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
-    return { kind: 'pass', admission, path, query, snapshot, dryRun, history, pendingHistory }
+    const apiChanges = history.breaking.map((e) => e.id)
+    return {
+      kind: 'pass',
+      admission,
+      path,
+      query,
+      snapshot,
+      dryRun,
+      history,
+      pendingHistory,
+      apiChanges,
+    }
   }
 }

@@ -2,18 +2,26 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Refusal } from './gate.js'
 
 /** SPEC §4 error answers: `{"error_msg": "..."}` with a content-type and a length. */
-export function sendJsonError(
-  res: ServerResponse,
-  status: number,
+export function jsonError(
   message: string,
   extra: OutgoingHttpHeaders | null = null
-): void {
+): { headers: OutgoingHttpHeaders; body: string } {
   const body = JSON.stringify({ error_msg: message })
   const headers: OutgoingHttpHeaders = {
     ...extra,
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
   }
+  return { headers, body }
+}
+
+export function sendJsonError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  extra: OutgoingHttpHeaders | null = null
+): void {
+  const { headers, body } = jsonError(message, extra)
   res.writeHead(status, headers)
   res.end(body)
 }

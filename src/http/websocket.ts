@@ -1,4 +1,9 @@
-import { request as httpRequest, STATUS_CODES, type IncomingMessage } from 'node:http'
+import {
+  request as httpRequest,
+  STATUS_CODES,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+} from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/log.js'
@@ -6,6 +11,7 @@ import type { Finish } from '../observe/request-log.js'
 import type { GateResult, Refusal } from './gate.js'
 import type { Outcome } from './outcome.js'
 import { upstreamRequestHeaders } from './proxy.js'
+import { jsonError } from './respond.js'
 import { sizeCheckFor } from '../size/actions.js'
 
 // SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
@@ -41,22 +47,21 @@ function jsonFail(
   socket: Duplex,
   status: number,
   message: string,
-  extra?: Record<string, string | number>
+  extra?: OutgoingHttpHeaders | null
 ): void {
-  const body = JSON.stringify({ error_msg: message })
-  const headers = {
-    ...extra,
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    connection: 'close',
-  }
-  writeRaw(socket, status, headers, body)
+  const { headers, body } = jsonError(message, extra)
+  writeRaw(
+    socket,
+    status,
+    { ...headers, connection: 'close' } as Record<string, string | number>,
+    body
+  )
 }
 
 function sendRefusal(socket: Duplex, r: Refusal): void {
+  if (r.message !== null) return jsonFail(socket, r.status, r.message, r.headers)
   const headers = (r.headers ?? {}) as Record<string, string | number>
-  if (r.message !== null) jsonFail(socket, r.status, r.message, headers)
-  else writeRaw(socket, r.status, { ...headers, 'content-length': 0, connection: 'close' })
+  writeRaw(socket, r.status, { ...headers, 'content-length': 0, connection: 'close' })
 }
 
 const NOT_HERE = 'an Upgrade request is not accepted on an endpoint with a size limit'
@@ -75,33 +80,20 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
   const tunnels = new Set<Duplex>()
 
   async function run(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const startedMs = performance.now()
-    const method = req.method ?? 'GET'
+    const begun = { method: req.method ?? 'GET', startedMs: performance.now() }
+    const { method, startedMs } = begun
     socket.on('error', () => socket.destroy())
     const g = await opts.gate(req)
     if (g.kind === 'refuse') {
       sendRefusal(socket, g)
-      return opts.finish({
-        method,
-        path: g.path,
-        admission: g.admission,
-        startedMs,
-        outcome: g.outcome,
-        dryRun: null,
-      })
+      return opts.finish(g, begun, g.outcome)
     }
-    const { admission, path, query, snapshot, dryRun } = g
-    const done = (outcome: Outcome) =>
-      opts.finish({ method, path, admission, startedMs, outcome, dryRun })
+    const { admission, path, query, snapshot } = g
+    const done = (outcome: Outcome) => opts.finish(g, begun, outcome)
     // Issue #11: an Upgrade header must not carry a call past the size checks. Only the
     // service's real-time socket upgrades; a checked endpoint never does.
     if (sizeCheckFor(method, path) !== null) {
-      jsonFail(
-        socket,
-        400,
-        NOT_HERE,
-        admission.headers as Record<string, string | number> | undefined
-      )
+      jsonFail(socket, 400, NOT_HERE, admission.headers)
       return done({ kind: 'size_refused', status: 400, message: NOT_HERE })
     }
 

@@ -1,3 +1,4 @@
+import type { GateResult } from '../http/gate.js'
 import type { DryRun, Outcome } from '../http/outcome.js'
 import { statusOf } from '../http/outcome.js'
 import type { Admission } from '../http/rate-limit.js'
@@ -8,7 +9,7 @@ import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
 
 /** One request, as it ended: what finish() writes down. */
-export interface Finished {
+interface Finished {
   method: string
   /** The normalised path (no query string); null when the path was refused. */
   path: string | null
@@ -18,7 +19,14 @@ export interface Finished {
   outcome: Outcome
   dryRun: DryRun | null
   /** SPEC §8: history entries the call would break on (first one logged as api_change). */
-  apiChanges?: readonly string[]
+  apiChanges: readonly string[]
+}
+
+/** What the transport knew before the gate: the method, and when the request arrived. */
+export interface Begun {
+  method: string
+  /** performance.now() when the request arrived. */
+  startedMs: number
 }
 
 const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
@@ -90,7 +98,7 @@ export function createFinisher(deps: {
   const { logger, metrics, summary } = deps
   // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).
   const plain = createPlainLineWriter(logger)
-  return function finish(f: Finished): void {
+  function write(f: Finished): void {
     const adm = f.admission
     const w = adm?.window ?? null
     const m = adm?.monthly ?? null
@@ -145,7 +153,7 @@ export function createFinisher(deps: {
     if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
     if (metrics) {
       metrics.countRequest(cls, o.kind, f.dryRun !== null)
-      if (f.apiChanges) for (const id of f.apiChanges) metrics.countApiChange(id)
+      for (const id of f.apiChanges) metrics.countApiChange(id)
       const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
       if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
       if (m !== null) {
@@ -153,6 +161,28 @@ export function createFinisher(deps: {
         metrics.monthlyQuota.set({ team: m.team }, m.quota)
       }
     }
+  }
+
+  /**
+   * A request's one ending, from the gate's result: its path, its admission and its history
+   * (api_change) come with it, on the plain and the WebSocket path alike. A pass keeps its
+   * own dry-run unless the caller knows more (a size rule broken in dry-run).
+   */
+  return function finish(
+    g: GateResult,
+    begun: Begun,
+    outcome: Outcome,
+    dryRun: DryRun | null = g.kind === 'pass' ? g.dryRun : null
+  ): void {
+    write({
+      method: begun.method,
+      startedMs: begun.startedMs,
+      path: g.path,
+      admission: g.admission,
+      outcome,
+      dryRun,
+      apiChanges: g.apiChanges,
+    })
   }
 }
 

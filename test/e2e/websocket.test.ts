@@ -76,3 +76,45 @@ describe('WebSocket pass-through (the service real-time socket)', () => {
     expect(statuses).toEqual([101, 429])
   })
 })
+
+// Issue #21: the upgrade path kept the history in the report but lost it from its log line and
+// from basegate_api_change_calls_total.
+describe('an upgrade to a changed endpoint carries its api_change (regression)', () => {
+  let gw: GatewayProcess
+  const server = createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(req.url?.startsWith('/server-info') ? '{"version":"5.1.0"}' : '{}')
+  })
+  const wss = new WebSocketServer({ server, path: '/dtable-server/socket.io/' })
+  wss.on('connection', (ws) => ws.on('message', (m) => ws.send(m.toString())))
+
+  beforeAll(async () => {
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    gw = await startGateway(
+      testYaml(
+        `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        'server: { version: "5.1" }'
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    wss.close()
+    server.close()
+  })
+
+  it("the pre-5.3 server's socket: the line says api_change and the metric counts it", async () => {
+    const ws = new WebSocket(
+      `ws://127.0.0.1:${gw.port}/dtable-server/socket.io/?EIO=4&transport=websocket`
+    )
+    await new Promise<void>((resolve, reject) => {
+      ws.on('open', () => resolve())
+      ws.on('error', reject)
+    })
+    ws.close()
+    const line = await gw.waitForLog((l) => l.status === 101)
+    expect(line.api_change).toBe('dtable-server-removed')
+    const metrics = await (await fetch(`${gw.adminUrl}/metrics`)).text()
+    expect(metrics).toMatch(/basegate_api_change_calls_total\{entry="dtable-server-removed"\} 1/)
+  })
+})
