@@ -1,5 +1,5 @@
 import { request } from 'undici'
-import { Cluster, Redis } from 'ioredis'
+import { redisClient } from './limiter/redis-client.js'
 import { upgradeReport } from './admin/history.js'
 import { loadConfigFile, formatProblems } from './config/load.js'
 import type { FlagOverrides } from './config/overrides.js'
@@ -51,16 +51,8 @@ async function fromStore(
 ): Promise<Report | null> {
   const s = config.store
   if (s.url === '' && s.cluster.length === 0) return null
-  const client =
-    s.cluster.length > 0
-      ? new Cluster(
-          s.cluster.map((u) => ({
-            host: new URL(u).hostname,
-            port: Number(new URL(u).port || 6379),
-          }))
-        )
-      : new Redis(s.url, { maxRetriesPerRequest: 1, lazyConnect: true })
-  client.on('error', () => {})
+  // The gateway's own client (a Cluster's password and TLS included); it may wait to connect.
+  const client = redisClient(s, { offlineQueue: true, commandTimeoutMs: 5000 })
   try {
     const version =
       from ??

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { UUID_PATTERN } from '../http/base-uuid.js'
 import { DEFAULTS } from './defaults.js'
 import { limitsFileSchema, planSchema } from './schema.js'
 
@@ -41,8 +42,7 @@ function tidy(node: unknown): unknown {
   return out
 }
 
-const UUID =
-  '^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$'
+const UUID = `^${UUID_PATTERN}$`
 
 /** Cross-field and format rules JSON Schema can say, by path (the code checks them too). */
 const PATTERNS: [path: string[], pattern: string][] = [

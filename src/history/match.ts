@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders } from 'node:http'
-import { UUID_PATTERN } from '../http/base-uuid.js'
+import { compilePathPattern } from '../http/path-pattern.js'
 import { pathPattern } from '../http/path-tokens.js'
 import { ENTRIES, RELEASES, type HistoryEntry, type Recognise, type Release } from './table.js'
 import { compareVersions } from './version.js'
@@ -17,25 +17,6 @@ interface CompiledRecognise {
   bodyWithout: string | null
 }
 
-/** `{base_uuid}` a UUID, `{token}` one segment, `*` at the end any rest; trailing `/` optional. */
-function compilePattern(pattern: string): RegExp {
-  let p = pattern
-  const star = p.endsWith('*')
-  if (star) p = p.slice(0, -1)
-  else if (p.length > 1 && p.endsWith('/')) p = p.slice(0, -1)
-  const body = p
-    .split(/(\{base_uuid\}|\{token\})/)
-    .map((part) =>
-      part === '{base_uuid}'
-        ? UUID_PATTERN
-        : part === '{token}'
-          ? '[^/]+'
-          : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-    )
-    .join('')
-  return new RegExp(`^${body}${star ? '.*' : '/?'}$`, 'i')
-}
-
 function compileRecognise(entry: HistoryEntry, r: Recognise): CompiledRecognise {
   // The trailing `/` is optional in a match, so it is not part of the filter.
   const literal = r.path.split(/\{|\*/)[0]!.toLowerCase().replace(/\/$/, '')
@@ -46,7 +27,7 @@ function compileRecognise(entry: HistoryEntry, r: Recognise): CompiledRecognise 
     methods: r.methods
       ? new Set(r.methods.includes('GET') ? [...r.methods, 'HEAD'] : r.methods)
       : null,
-    re: compilePattern(r.path),
+    re: compilePathPattern(r.path, { token: true }),
     anyQuery: r.anyQuery ?? null,
     bodyWithout: r.bodyWithout ?? null,
   }

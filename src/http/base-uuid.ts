@@ -3,11 +3,15 @@ import { isTokenMarker } from './path-tokens.js'
 // SPEC §3: a base UUID is 8-4-4-4-12 hex with hyphens, or the same 32 hex digits without,
 // in any case; all forms count as one base.
 
-const UUID_RE = /^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})$/i
-const UUID_SRC = '(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})'
+const HEX = '[0-9a-fA-F]'
 
-/** Regex source for one UUID segment in any accepted form (for rule patterns). */
-export const UUID_PATTERN = UUID_SRC
+/**
+ * Regex source for one UUID in any accepted form, either case spelled out (so it needs no
+ * `i` flag: the JSON Schema uses it as is). The one definition of a base UUID's shape.
+ */
+export const UUID_PATTERN = `(?:${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}|${HEX}{32})`
+
+const UUID_RE = new RegExp(`^${UUID_PATTERN}$`)
 
 function canonical(uuid: string): string {
   return uuid.replace(/-/g, '').toLowerCase()

@@ -10,7 +10,8 @@ import type {
   RequestClass,
   RuleConfig,
 } from '../types.js'
-import { baseUuidOfPath, UUID_PATTERN } from './base-uuid.js'
+import { baseUuidOfPath } from './base-uuid.js'
+import { compilePathPattern } from './path-pattern.js'
 
 // SPEC §3, compiled once per configuration: the per-request work is a few string compares,
 // one scan of the path's segments for a UUID, and the rules' regexes.
@@ -44,17 +45,6 @@ export interface Classifier {
   monthlyChargeOf(team: Team, nowMs: number): MonthlyCharge
 }
 
-/** `{base_uuid}` matches any UUID form; `*` at the end matches any rest; trailing / optional. */
-export function compileRulePath(pattern: string): RegExp {
-  let p = pattern
-  const star = p.endsWith('*')
-  if (star) p = p.slice(0, -1)
-  else if (p.length > 1 && p.endsWith('/')) p = p.slice(0, -1)
-  const parts = p.split('{base_uuid}').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-  const body = parts.join(UUID_PATTERN)
-  return new RegExp(`^${body}${star ? '.*' : '/?'}$`, 'i')
-}
-
 function wholePath(lowerPath: string): string {
   return lowerPath.length > 1 && lowerPath.endsWith('/') ? lowerPath.slice(0, -1) : lowerPath
 }
@@ -78,7 +68,7 @@ function compileRule(r: RuleConfig): CompiledRule {
   return {
     name: r.name,
     methods: r.methods ? new Set(r.methods) : null,
-    re: compileRulePath(r.path),
+    re: compilePathPattern(r.path),
     limits: r.limits,
     dryRun: r.mode === 'dry-run',
   }

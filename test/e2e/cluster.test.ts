@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Agent, request } from 'undici'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { runOnce, startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startCluster, type TestCluster } from '../helpers/redis-cluster.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
@@ -63,5 +63,42 @@ rate_limits: { base: 60/min, ip_ceiling: 10/min }`
 
   it('reports ready while the cluster serves every slot', async () => {
     expect((await send(gws[0]!.adminPort, { path: '/readyz' })).status).toBe(200)
+  })
+})
+
+// Issue #21: `basegate upgrade-report` built its own Redis client, without the Cluster's
+// password and TLS that the gateway's client has: on a password-protected Cluster it could not
+// read the report.
+describe('upgrade-report on a password-protected Redis Cluster (regression)', () => {
+  let cluster: TestCluster
+  let up: StubUpstream
+
+  beforeAll(async () => {
+    cluster = await startCluster({ password: 's3cret-pw' })
+    up = await startStubUpstream()
+  }, 60_000)
+  afterAll(async () => {
+    await up?.close()
+    await cluster?.stop()
+  })
+
+  it('the command reads the counts the gateway wrote, through the same client', async () => {
+    const U = 'abababab-0d3b-4c59-9a51-3e2d7c8b9a10'
+    const yaml = testYaml(
+      up.url,
+      `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }\nserver: { version: "5.1" }`
+    )
+    const gw = await startGateway(yaml, { env: { BASEGATE_REPORT_FLUSH_MS: '100' } })
+    for (let i = 0; i < 3; i++)
+      expect(
+        (await send(gw.port, { path: `/dtable-server/api/v1/dtables/${U}/rows/` })).status
+      ).toBe(200)
+    await new Promise((r) => setTimeout(r, 400))
+    await gw.stop() // the command reads the store itself when no admin API answers
+    const r = await runOnce(['upgrade-report', '--to', '6.2', '--config', gw.configFile])
+    expect(r.stderr).toBe('')
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/dtable-server-removed/)
+    expect(r.stdout).toMatch(new RegExp(`3\\s+base:${U.replace(/-/g, '')}`))
   })
 })

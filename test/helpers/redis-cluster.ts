@@ -17,14 +17,16 @@ export interface TestCluster {
   stop(): Promise<void>
 }
 
-function startNode(port: number, dir: string): ChildProcess {
+function startNode(port: number, dir: string, password?: string): ChildProcess {
   const cluster = ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`]
   const timing = ['--cluster-node-timeout', '1000', '--cluster-require-full-coverage', 'no']
-  return spawnRedisServer(port, [...cluster, ...timing], dir)
+  const auth = password === undefined ? [] : ['--requirepass', password, '--masterauth', password]
+  return spawnRedisServer(port, [...cluster, ...timing, ...auth], dir)
 }
 
-async function clusterOk(port: number): Promise<boolean> {
+async function clusterOk(port: number, password?: string): Promise<boolean> {
   const c = new Redis(port, '127.0.0.1', {
+    password,
     lazyConnect: true,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
@@ -41,17 +43,24 @@ async function clusterOk(port: number): Promise<boolean> {
   }
 }
 
-export async function waitClusterOk(ports: number[], timeoutMs = 20_000): Promise<void> {
+export async function waitClusterOk(
+  ports: number[],
+  timeoutMs = 20_000,
+  password?: string
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    const states = await Promise.all(ports.map(clusterOk))
+    const states = await Promise.all(ports.map((p) => clusterOk(p, password)))
     if (states.every(Boolean)) return
     await new Promise((r) => setTimeout(r, 100))
   }
   throw new Error('the test Redis Cluster did not reach cluster_state:ok')
 }
 
-export async function startCluster(): Promise<TestCluster> {
+/** A cluster of three nodes; with `password`, every node requires it (URLs carry it). */
+export async function startCluster(opts: { password?: string } = {}): Promise<TestCluster> {
+  const { password } = opts
+  const auth = password === undefined ? '' : `:${password}@`
   if (
     spawnSync('redis-server', ['--version']).status !== 0 ||
     spawnSync('redis-cli', ['--version']).status !== 0
@@ -62,8 +71,8 @@ export async function startCluster(): Promise<TestCluster> {
   }
   const dir = mkdtempSync(join(tmpdir(), 'bg-cluster-'))
   const ports = [await freePort(), await freePort(), await freePort()]
-  const nodes = ports.map((p) => startNode(p, dir))
-  await Promise.all(ports.map((p) => waitForPing(`redis://127.0.0.1:${p}`)))
+  const nodes = ports.map((p) => startNode(p, dir, password))
+  await Promise.all(ports.map((p) => waitForPing(`redis://${auth}127.0.0.1:${p}`)))
   const create = spawnSync(
     'redis-cli',
     [
@@ -73,6 +82,7 @@ export async function startCluster(): Promise<TestCluster> {
       '--cluster-replicas',
       '0',
       '--cluster-yes',
+      ...(password === undefined ? [] : ['-a', password, '--no-auth-warning']),
     ],
     {
       encoding: 'utf8',
@@ -81,7 +91,7 @@ export async function startCluster(): Promise<TestCluster> {
   )
   if (create.status !== 0)
     throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`)
-  await waitClusterOk(ports)
+  await waitClusterOk(ports, undefined, password)
   const kill = (i: number) =>
     new Promise<void>((resolve) => {
       const n = nodes[i]!
@@ -90,13 +100,13 @@ export async function startCluster(): Promise<TestCluster> {
       n.kill('SIGKILL')
     })
   return {
-    urls: ports.map((p) => `redis://127.0.0.1:${p}`),
+    urls: ports.map((p) => `redis://${auth}127.0.0.1:${p}`),
     ports,
     kill,
     restart: async (i) => {
-      nodes[i] = startNode(ports[i]!, dir)
-      await waitForPing(`redis://127.0.0.1:${ports[i]}`)
-      await waitClusterOk(ports)
+      nodes[i] = startNode(ports[i]!, dir, password)
+      await waitForPing(`redis://${auth}127.0.0.1:${ports[i]}`)
+      await waitClusterOk(ports, undefined, password)
     },
     stop: async () => {
       await Promise.all(nodes.map((_, i) => kill(i)))

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
-import { compileClassifier, compileRulePath } from '../../src/http/classify.js'
+import { compileClassifier } from '../../src/http/classify.js'
+import { compilePathPattern } from '../../src/http/path-pattern.js'
 
 function classifier(yaml = '') {
   const r = parseConfig(yaml, {})
@@ -138,8 +139,8 @@ rate_limits:
     expect(c.classify('GET', '/web/', '2.2.2.2', NOW).charges).toEqual([])
   })
 
-  it('compileRulePath: trailing slash optional, case-insensitive, whole path', () => {
-    const re = compileRulePath('/api-gateway/api/v2/dtables/{base_uuid}/rows/')
+  it('compilePathPattern: trailing slash optional, case-insensitive, whole path', () => {
+    const re = compilePathPattern('/api-gateway/api/v2/dtables/{base_uuid}/rows/')
     expect(re.test(`/api-gateway/api/v2/dtables/${U}/rows`)).toBe(true)
     expect(re.test(`/API-GATEWAY/api/v2/dtables/${U32}/rows/`)).toBe(true)
     expect(re.test(`/api-gateway/api/v2/dtables/${U}/rows/x`)).toBe(false)
@@ -181,5 +182,16 @@ describe('classify: every API generation keys on its base (SPEC §3, SERVICE.md 
     expect(c.classify('GET', `/api/v2.1/dtables/${U}/rows/${other}/`, '1.2.3.4', NOW).key).toBe(
       `base:${U32}`
     )
+  })
+})
+
+describe('compilePathPattern: {token} only where asked for', () => {
+  it('a rule path takes {token} literally; the history reads it as one segment', () => {
+    expect(compilePathPattern('/a/{token}/b').test('/a/xyz/b')).toBe(false)
+    expect(compilePathPattern('/a/{token}/b', { token: true }).test('/a/xyz/b/')).toBe(true)
+    expect(compilePathPattern('/a/{token}/b', { token: true }).test('/a/x/y/b')).toBe(false)
+    expect(
+      compilePathPattern('/x/{base_uuid}/*').test('/X/6F1C2A4E0D3B4C599A513E2D7C8B9A10/any/rest')
+    ).toBe(true)
   })
 })

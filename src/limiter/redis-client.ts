@@ -1,0 +1,54 @@
+import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import type { Config } from '../types.js'
+
+// The one place an ioredis client for the store is made: the gateway's and the upgrade-report
+// command's alike, so a Cluster's password, user and TLS reach every connection.
+
+/** The ioredis client for the store (one connection, or a Cluster). */
+export function redisClient(
+  s: Config['store'],
+  opts: { offlineQueue?: boolean; commandTimeoutMs?: number } = {}
+): Redis | Cluster {
+  const options: RedisOptions = {
+    // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
+    commandTimeout: opts.commandTimeoutMs ?? s.timeoutMs,
+    connectTimeout: Math.max(1000, s.timeoutMs * 10),
+    // Fail fast while disconnected, and never queue a script to run later: a call the gateway
+    // has given up on (503, or a fallback decision) must not charge when Redis comes back
+    // (issue #11). Boot waits for the connection before it takes traffic.
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: opts.offlineQueue ?? false,
+    // Reconnect within half a second of Redis coming back (ioredis backs off to 2 s).
+    retryStrategy: (times: number) => Math.min(times * 50, 500),
+    // Requests arriving in the same tick share one write to Redis.
+    enableAutoPipelining: true,
+  }
+  let client: Redis | Cluster
+  if (s.cluster.length > 0) {
+    const nodes = s.cluster.map((u) => {
+      const url = new URL(u)
+      return { host: url.hostname, port: Number(url.port || 6379) }
+    })
+    const first = new URL(s.cluster[0]!)
+    client = new Cluster(nodes, {
+      // Not in Cluster mode: ioredis picks an auto-pipeline's slot from the command's first
+      // argument, which for a script is its key count, so scripts for different slots get
+      // batched and rejected ("All keys in the pipeline should belong to the same slots
+      // allocation group", redis/ioredis#2109).
+      enableAutoPipelining: false,
+      enableOfflineQueue: opts.offlineQueue ?? false,
+      redisOptions: {
+        ...options,
+        enableAutoPipelining: false,
+        password: first.password ? decodeURIComponent(first.password) : undefined,
+        username: first.username ? decodeURIComponent(first.username) : undefined,
+        tls: first.protocol === 'rediss:' ? {} : undefined,
+      },
+    })
+  } else {
+    client = new Redis(s.url, options)
+  }
+  // ioredis reports every failed reconnect; the guarded store logs the outage once.
+  client.on('error', () => {})
+  return client
+}
