@@ -457,7 +457,7 @@ async function leaseCosts(url: string, redis: Redis): Promise<string[]> {
           new RedisStore(c, { prefix: `bench-lease-${ci}-${leases}:` }),
           { onError: 'open', fallback: new MemoryStore() }
         )
-        return leases ? new LeasingStore(guarded, { clock: 'store' }) : guarded
+        return leases ? new LeasingStore(guarded, {}) : guarded
       })
       // Loads the script on every connection before counting.
       for (const st of stores) await st.peek([leaseCharge('warm', cs.limit)], Date.now())

@@ -1,4 +1,5 @@
 import { Cluster, type Redis } from 'ioredis'
+import { systemClock, type Clock } from './clock.js'
 import { GuardedStore } from './limiter/guarded-store.js'
 import { LeasingStore } from './limiter/leases.js'
 import { MemoryStore } from './limiter/memory-store.js'
@@ -21,7 +22,12 @@ export interface Stores {
 }
 
 /** The one place that picks the store implementation (memory, Redis, or Redis Cluster). */
-export function createStore(config: Config, logger: Logger, metrics?: Metrics): Stores {
+export function createStore(
+  config: Config,
+  logger: Logger,
+  metrics?: Metrics,
+  clock: Clock = systemClock
+): Stores {
   const s = config.store
   const kind = storeKindOf(s)
   if (kind === 'memory') {
@@ -36,9 +42,6 @@ export function createStore(config: Config, logger: Logger, metrics?: Metrics): 
     }
   }
   const client = redisClient(s)
-  // A diagnostic switch, not a setting: the caller's clock reproduces the behaviour before
-  // issue #11 (each instance bucketing on its own clock), for the tests that prove the fix.
-  const clock = process.env.BASEGATE_STORE_CLOCK === 'caller' ? 'caller' : 'store'
   const guarded = guardedRedisStore(client, config, logger, clock, metrics)
   // Leases sit outside the guard: a call a held share admits needs neither the over-limit
   // cache nor the store, and shares stay good while the store is down (they were charged).
@@ -70,7 +73,7 @@ function guardedRedisStore(
   client: Redis | Cluster,
   config: Config,
   logger: Logger,
-  clock: 'store' | 'caller',
+  clock: Clock,
   metrics?: Metrics
 ): GuardedStore {
   const s = config.store

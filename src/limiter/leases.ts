@@ -1,3 +1,4 @@
+import { systemClock, type Clock, type Timer } from '../clock.js'
 import {
   BUCKETS_PER_WINDOW,
   windowMsOf,
@@ -9,19 +10,16 @@ import {
 
 export interface LeaseOptions {
   /**
-   * Which clock the store's decisions are on (RedisStoreOptions.clock). `store`: a lease lasts
-   * until its bucket ends on the store's clock, measured here on the monotonic clock from the
-   * moment the grant was asked (never later than the store's own bucket end). `caller`: the
-   * nowMs passed in (tests that drive time by hand).
+   * A lease lasts until its bucket ends on the store's clock, measured on this clock's
+   * monotonic time from the moment the grant was asked (so never later than the store's own
+   * bucket end); its timer gives it back then. The system clock unless a test drives one.
    */
-  clock: 'store' | 'caller'
+  clock?: Clock
   /** The largest share, as a fraction of the window's limit (default 1/20). */
   maxShare?: number
   /** Keys whose demand is remembered (default 100,000; the oldest goes first). */
   maxKeys?: number
-  /** Monotonic milliseconds (default performance.now). */
-  monotonic?: () => number
-  /** Metrics hooks. */
+  /** Counted in /metrics: calls admitted from shares, and calls of shares given back unused. */
   observe?: { admitted(): void; returned(units: number): void }
 }
 
@@ -32,14 +30,14 @@ interface Lease {
   units: number
   /** The grant's time on the decision's clock: its bucket, for the give-back. */
   grantAtMs: number
-  /** The end of its bucket: on the monotonic clock (`store`) or the caller's (`caller`). */
+  /** The end of its bucket, on the monotonic clock. */
   deadline: number
   /** The window's count the store reported with the whole share in it. */
   usedAtGrant: number
   resetAtMs: number
-  /** For the decision clock of a local admission (`store`): the grant's time, and when it came. */
+  /** For the decision clock of a local admission: when the grant came, on the monotonic clock. */
   monoAtGrant: number
-  timer: NodeJS.Timeout | null
+  timer: Timer | null
 }
 
 /** Calls this process saw for a key, in the current and the previous bucket. */
@@ -63,7 +61,7 @@ interface GiveBackBatch {
   /** Settles once the batch was answered (or failed: the shares stay counted, see GuardedStore). */
   sent: Promise<void>
   send: () => void
-  timer: NodeJS.Timeout | null
+  timer: Timer | null
 }
 
 /**
@@ -90,18 +88,19 @@ export class LeasingStore implements LimiterStore {
   private readonly demand = new Map<string, Demand>()
   /** Grants being asked for, by key: later calls wait for them instead of asking again. */
   private readonly pending = new Map<string, Promise<unknown>>()
-  private readonly monotonic: () => number
+  private readonly clock: Clock
   private readonly maxShare: number
   private readonly maxKeys: number
   private closed = false
-  /** Give-backs waiting to be sent together. */
+  /** Give-backs waiting to be sent together, and the last batch sent. */
   private batch: GiveBackBatch | null = null
+  private lastSent: Promise<void> = Promise.resolve()
 
   constructor(
     private readonly inner: LimiterStore,
     private readonly opts: LeaseOptions
   ) {
-    this.monotonic = opts.monotonic ?? (() => performance.now())
+    this.clock = opts.clock ?? systemClock
     this.maxShare = opts.maxShare ?? SHARE_OF_LIMIT
     this.maxKeys = opts.maxKeys ?? 100_000
   }
@@ -141,13 +140,11 @@ export class LeasingStore implements LimiterStore {
       const after = this.takeLocal(charges, nowMs, retiring)
       if (after !== null) return after
     }
-    // On a driven clock, a share that ended goes back before the next charge, so a test reads
-    // the store in order. On the store's clock the two touch different buckets: no request
-    // waits for a give-back.
-    if (retiring.length > 0 && this.opts.clock === 'caller') await Promise.all(retiring)
+    // A share that ended goes back to its own bucket, which this call does not charge: no
+    // request waits for a give-back.
     const asks = this.asksFor(charges)
     if (asks === null) return this.refusedOrLocal(charges, await this.inner.consume(charges, nowMs))
-    const askedMono = this.monotonic()
+    const askedMono = this.clock.monotonic()
     const call = this.inner.consume(charges, nowMs, asks)
     const settled = call.then(
       () => undefined,
@@ -189,7 +186,7 @@ export class LeasingStore implements LimiterStore {
     retiring: Promise<void>[]
   ): Decision | null {
     if (this.leases.size === 0) return null
-    const clockNow = this.opts.clock === 'caller' ? nowMs : this.monotonic()
+    const clockNow = this.clock.monotonic()
     for (let i = 0; i < charges.length; i++) {
       const c = charges[i]!
       const lease = this.leases.get(c.key)
@@ -215,9 +212,8 @@ export class LeasingStore implements LimiterStore {
         resetAtMs: lease.resetAtMs,
         retryAtMs: 0,
       }
-      if (i === 0 && this.opts.clock === 'store') {
-        decisionNow = lease.grantAtMs + (clockNow - lease.monoAtGrant)
-      }
+      // The decision's clock is the store's: the grant's time, moved on by what passed here.
+      if (i === 0) decisionNow = lease.grantAtMs + (clockNow - lease.monoAtGrant)
       // Used up: nothing to give back, so it goes now.
       if (lease.units === 0) void this.retire(lease)
     }
@@ -329,16 +325,16 @@ export class LeasingStore implements LimiterStore {
       units,
       grantAtMs,
       // The script ran after askedMono, so its bucket ends no sooner than this.
-      deadline: this.opts.clock === 'caller' ? endMs : askedMono + (endMs - grantAtMs),
+      deadline: askedMono + (endMs - grantAtMs),
       usedAtGrant: w.used,
       resetAtMs: w.resetAtMs,
-      monoAtGrant: this.monotonic(),
+      monoAtGrant: this.clock.monotonic(),
       timer: null,
     }
-    if (this.opts.clock === 'store') {
-      lease.timer = setTimeout(() => void this.retire(lease), lease.deadline - lease.monoAtGrant)
-      lease.timer.unref()
-    }
+    lease.timer = this.clock.setTimer(
+      () => void this.retire(lease),
+      lease.deadline - lease.monoAtGrant
+    )
     this.leases.set(c.key, lease)
     return lease
   }
@@ -349,7 +345,7 @@ export class LeasingStore implements LimiterStore {
    */
   private retire(lease: Lease): Promise<void> {
     if (this.leases.get(lease.charge.key) === lease) this.leases.delete(lease.charge.key)
-    if (lease.timer !== null) clearTimeout(lease.timer)
+    lease.timer?.cancel()
     lease.timer = null
     const units = lease.units
     lease.units = 0
@@ -371,8 +367,7 @@ export class LeasingStore implements LimiterStore {
     let send!: () => void
     const sent = new Promise<void>((resolve) => (send = resolve))
     const batch: GiveBackBatch = { charges: [], units: [], atMs: [], sent, send, timer: null }
-    batch.timer = setTimeout(() => this.flush(), GIVE_BACK_DELAY_MS)
-    batch.timer.unref()
+    batch.timer = this.clock.setTimer(() => this.flush(), GIVE_BACK_DELAY_MS)
     return batch
   }
 
@@ -380,10 +375,17 @@ export class LeasingStore implements LimiterStore {
     const batch = this.batch
     if (batch === null) return
     this.batch = null
-    if (batch.timer !== null) clearTimeout(batch.timer)
-    this.inner.giveBack!(batch.charges, batch.units, batch.atMs)
+    batch.timer?.cancel()
+    this.lastSent = this.inner.giveBack!(batch.charges, batch.units, batch.atMs)
       .catch(() => {})
       .then(batch.send)
+  }
+
+  /** Settles once every give-back sent or waiting now has been answered. */
+  async settled(): Promise<void> {
+    const batch = this.batch
+    if (batch !== null) await batch.sent
+    await this.lastSent
   }
 
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {

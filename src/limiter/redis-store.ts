@@ -8,6 +8,7 @@ import {
   type Decision,
   type LimiterStore,
 } from '../types.js'
+import { systemClock, type Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
 
@@ -24,12 +25,8 @@ export interface RedisStoreOptions {
   cluster?: boolean
   /** The caller's timeout for one call (store.timeout_ms): the script's deadline. */
   timeoutMs?: number
-  /**
-   * Whose clock buckets the calls: `store` (Redis TIME; the default, and what production uses:
-   * one clock for every instance, SPEC §3) or `caller` (the nowMs passed in; for tests that
-   * drive time by hand).
-   */
-  clock?: 'store' | 'caller'
+  /** This process's clock (for the store clock's offset); the system's by default. */
+  clock?: Clock
 }
 
 const enum Mode {
@@ -50,6 +47,7 @@ export class RedisStore implements LimiterStore {
   private offsetMs = 0
   private offsetAtMs = 0
   private offsetKnown = false
+  private readonly clock: Clock
 
   constructor(
     client: Redis | Cluster,
@@ -57,6 +55,16 @@ export class RedisStore implements LimiterStore {
   ) {
     client.defineCommand('basegateConsume', { lua: SCRIPT })
     this.client = client as ScriptClient
+    this.clock = opts.clock ?? systemClock
+  }
+
+  /**
+   * The time the script buckets a call at: 0 asks it for the store's own clock (TIME), one
+   * clock for every instance sharing the store (SPEC §3). Always so in production; a test
+   * helper overrides it to drive time by hand (test/helpers/caller-clock.ts).
+   */
+  protected bucketTimeArg(_nowMs: number): number {
+    return 0
   }
 
   /**
@@ -170,7 +178,7 @@ export class RedisStore implements LimiterStore {
    */
   private learnOffset(storeNowMs: number, sentLocalMs: number): void {
     const sample = storeNowMs - sentLocalMs
-    const local = Date.now()
+    const local = this.clock.now()
     if (!this.offsetKnown || sample < this.offsetMs || local - this.offsetAtMs > 10_000) {
       this.offsetMs = sample
       this.offsetAtMs = local
@@ -189,18 +197,15 @@ export class RedisStore implements LimiterStore {
     if (n === 0) return admitNothing(nowMs)
     const prefix = this.opts.prefix
     const keys: string[] = new Array(n)
-    const sentMs = Date.now()
+    const sentMs = this.clock.now()
+    const callerNow = this.bucketTimeArg(nowMs)
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
     // script compares this deadline with its own clock. The client's timer starts when the
     // command is written, a little after sentMs, so the script gives up no later than it.
     const at =
-      mode === Mode.Charge &&
-      this.opts.clock !== 'caller' &&
-      this.offsetKnown &&
-      this.opts.timeoutMs
+      mode === Mode.Charge && callerNow === 0 && this.offsetKnown && this.opts.timeoutMs
         ? this.storeNowMs(sentMs) + this.opts.timeoutMs
         : 0
-    const callerNow = this.opts.clock === 'caller' ? nowMs : 0
     const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 1, mode, at, callerNow]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
@@ -275,7 +280,7 @@ function merge(n: number, groups: number[][], parts: Decision[]): Decision {
     if (!part.allowed) allowed = false
     groups[g]!.forEach((i, j) => (windows[i] = part.windows[j]))
   }
-  return { allowed, windows, nowMs: parts[0]?.nowMs ?? Date.now(), storeMs: parts[0]?.storeMs }
+  return { allowed, windows, nowMs: parts[0]!.nowMs, storeMs: parts[0]?.storeMs }
 }
 
 function pick(charges: readonly Charge[], indexes: readonly number[]): Charge[] {

@@ -6,8 +6,8 @@ import { useInstances } from '../helpers/instances.js'
 // Issue #11 (finding 2): over-admission across instances. Three instances on one Redis, a
 // base at 20/s, 150 calls in flight for a few seconds: every admission's time on the store's
 // clock (the request line's store_ms) is recorded, and no 1,000 ms window may hold more than
-// 20 of them. With each instance bucketing on its own clock (BASEGATE_STORE_CLOCK=caller, the
-// behaviour before the fix) the same run admits more than the limit; see the issue note.
+// 20 of them. With each instance bucketing on its own clock (the behaviour before the fix, which
+// lives on only in test/helpers/caller-clock.ts) the same run admits more than the limit.
 
 const LIMIT = 20
 const U = 'cccccccc-0d3b-4c59-9a51-3e2d7c8b9a10'
@@ -57,12 +57,7 @@ describe("three instances, one Redis: the bound holds on the store's clock (issu
     count: 3,
     yaml: (redis) =>
       `store: { url: "${redis.url}", prefix: "${redis.prefix}clock:", timeout_ms: 2000 }\nrate_limits: { base: ${LIMIT}/s }`,
-    env: {
-      LOG_LEVEL: 'info',
-      ...(process.env.BASEGATE_STORE_CLOCK
-        ? { BASEGATE_STORE_CLOCK: process.env.BASEGATE_STORE_CLOCK }
-        : {}),
-    },
+    env: { LOG_LEVEL: 'info' },
   })
 
   it('no 1,000 ms of store time holds more than the limit, under 150 calls in flight', async () => {

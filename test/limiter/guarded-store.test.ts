@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { GuardedStore } from '../../src/limiter/guarded-store.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
+import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, startRedis, useRedis } from '../helpers/redis.js'
 import { charge } from './store-contract.js'
@@ -13,7 +14,7 @@ const client = () => db.client()
 describe('over-limit cache', () => {
   it('answers a flood on a full window from memory until its retryAt, then asks the store again', async () => {
     const prefix = `${db.redis.prefix}shield:`
-    const store = new GuardedStore(new RedisStore(client(), { prefix, clock: 'caller' }), {
+    const store = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
       onError: 'open',
       fallback: new MemoryStore(),
     })
@@ -37,11 +38,11 @@ describe('over-limit cache', () => {
 
   it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
     const prefix = `${db.redis.prefix}mirror:`
-    const a = new GuardedStore(new RedisStore(client(), { prefix, clock: 'caller' }), {
+    const a = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
       onError: 'open',
       fallback: new MemoryStore(),
     })
-    const b = new RedisStore(client(), { prefix, clock: 'caller' })
+    const b = new CallerClockRedisStore(client(), { prefix })
     const mirror = new MemoryStore()
     const c = charge(5, 10_000)
     let seed = 7

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import calculateSlot from 'cluster-key-slot'
 import { RedisStore } from '../../src/limiter/redis-store.js'
+import { CallerClockRedisStore } from '../helpers/caller-clock.js'
+import { FakeClock } from '../helpers/clock.js'
 import { useCluster } from '../helpers/redis-cluster.js'
 import { calendarContract, charge, storeContract } from './store-contract.js'
 
@@ -9,8 +11,7 @@ const client = () => shared.client()
 let made = 0
 
 // The contract drives time by hand: the caller's clock. Production's store clock is tested below.
-const store = () =>
-  new RedisStore(client(), { prefix: `bgc${made++}:`, cluster: true, clock: 'caller' })
+const store = () => new CallerClockRedisStore(client(), { prefix: `bgc${made++}:`, cluster: true })
 
 storeContract('RedisStore on a Redis Cluster', { make: async () => store() })
 calendarContract('RedisStore on a Redis Cluster', { make: async () => store() })
@@ -94,8 +95,8 @@ describe('Redis Cluster: leases (issue #14)', () => {
   it('a hot key admits from its share, gives the rest back in its own slot, and a request across slots takes none', async () => {
     const { LeasingStore } = await import('../../src/limiter/leases.js')
     const prefix = `bgc${made++}:`
-    const s = new RedisStore(client(), { prefix, cluster: true, clock: 'caller' })
-    const reader = new RedisStore(client(), { prefix, cluster: true, clock: 'caller' })
+    const s = new CallerClockRedisStore(client(), { prefix, cluster: true })
+    const reader = new CallerClockRedisStore(client(), { prefix, cluster: true })
     let calls = 0
     const counted = new Proxy(s, {
       get: (t, p) =>
@@ -103,7 +104,7 @@ describe('Redis Cluster: leases (issue #14)', () => {
           ? (...a: Parameters<RedisStore['consume']>) => (calls++, t.consume(...a))
           : Reflect.get(t, p),
     })
-    const leasing = new LeasingStore(counted, { clock: 'caller' })
+    const leasing = new LeasingStore(counted, { clock: new FakeClock(Date.now()) })
     const base = { ...charge(1000), key: '{b:hot}:base:60000' }
     const other = { ...charge(1000), key: '{b:other}:base:60000' }
     expect(calculateSlot(`${prefix}${base.key}`)).not.toBe(calculateSlot(`${prefix}${other.key}`))
@@ -122,7 +123,7 @@ describe('Redis Cluster: leases (issue #14)', () => {
       key: '{ip:9.9.9.9}:ceiling:60000',
       kind: 'ip_ceiling' as const,
     }
-    const both = new LeasingStore(store(), { clock: 'caller' })
+    const both = new LeasingStore(store(), { clock: new FakeClock(Date.now()) })
     for (let i = 0; i < 10; i++)
       await both.consume([{ ...base, key: '{b:two}:base:60000' }, ceiling], t + i)
     expect(both.held).toBe(0)

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { keys, WINDOW_LAYOUT } from '../../src/limiter/keys.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
+import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { BUCKETS_PER_WINDOW } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, useRedis } from '../helpers/redis.js'
@@ -15,18 +16,16 @@ const client = () => db.client({ enableAutoPipelining: true })
 
 // Each store gets its own client, as separate gateway instances would.
 storeContract('RedisStore', {
-  make: async () =>
-    new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:`, clock: 'caller' }),
+  make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
 })
 calendarContract('RedisStore', {
-  make: async () =>
-    new RedisStore(client(), { prefix: `${db.redis.prefix}${made++}:`, clock: 'caller' }),
+  make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
 })
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
     const prefix = `${db.redis.prefix}mem:`
-    const store = new RedisStore(client(), { prefix, clock: 'caller' })
+    const store = new CallerClockRedisStore(client(), { prefix })
     const c = charge(1_000_000)
     const t0 = Date.now()
     for (let i = 0; i < 3000; i++) await store.consume([c], t0 + i * 200)
@@ -40,7 +39,7 @@ describe('RedisStore against a real redis-server', () => {
 
   it('shares counts between stores (instances) on one Redis', async () => {
     const prefix = `${db.redis.prefix}shared:`
-    const stores = [0, 1, 2].map(() => new RedisStore(client(), { prefix, clock: 'caller' }))
+    const stores = [0, 1, 2].map(() => new CallerClockRedisStore(client(), { prefix }))
     const c = charge(30)
     const t = Date.now()
     const results = await Promise.all(
@@ -51,7 +50,7 @@ describe('RedisStore against a real redis-server', () => {
 
   it('uses one EVALSHA per request for all its windows', async () => {
     const admin = client()
-    const store = new RedisStore(client(), { prefix: `${db.redis.prefix}rt:`, clock: 'caller' })
+    const store = new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}rt:` })
     await store.consume([charge(5)], Date.now()) // loads the script
     const before = await evalCalls(admin)
     for (let i = 0; i < 20; i++)
@@ -81,8 +80,8 @@ describe('RedisStore against a real redis-server', () => {
 describe('RedisStore: a quota override in the store', () => {
   it('applies the `quota` field of the limit key from the next call, for every instance', async () => {
     const prefix = `${db.redis.prefix}override:`
-    const a = new RedisStore(client(), { prefix, clock: 'caller' })
-    const b = new RedisStore(client(), { prefix, clock: 'caller' })
+    const a = new CallerClockRedisStore(client(), { prefix })
+    const b = new CallerClockRedisStore(client(), { prefix })
     const m = {
       key: '{t:acme}:month:2026-11',
       limit: 2,
@@ -117,7 +116,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 
   it("decides as the memory store does, call by call, and its total is always its buckets' sum", async () => {
     const prefix = `${db.redis.prefix}layout:`
-    const redisStore = new RedisStore(client(), { prefix, clock: 'caller' })
+    const redisStore = new CallerClockRedisStore(client(), { prefix })
     const memory = new MemoryStore()
     const admin = client()
     const c = charge(40)
@@ -155,7 +154,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 
   it('a refund takes its call back from the bucket and the total, and never below zero', async () => {
     const prefix = `${db.redis.prefix}refund:`
-    const store = new RedisStore(client(), { prefix, clock: 'caller' })
+    const store = new CallerClockRedisStore(client(), { prefix })
     const admin = client()
     const c = charge(10)
     const t = Date.now()
@@ -173,7 +172,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 
   it('a lease is granted only to the half limit, and its give-back keeps the total, the oldest bucket and resetAt right', async () => {
     const prefix = `${db.redis.prefix}giveback:`
-    const store = new RedisStore(client(), { prefix, clock: 'caller' })
+    const store = new CallerClockRedisStore(client(), { prefix })
     const admin = client()
     const c = charge(20)
     const bucketMs = 60_000 / BUCKETS_PER_WINDOW
@@ -214,7 +213,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     const oldName = prefix + key.replace(/:l\d+$/, '')
     const bucket = Math.floor(Date.now() / 1200)
     await admin.hset(oldName, String(bucket), '9')
-    const store = new RedisStore(client(), { prefix, clock: 'caller' })
+    const store = new CallerClockRedisStore(client(), { prefix })
     const d = await store.consume([{ ...charge(10), key }], Date.now())
     // Neither misread (the new call saw 0, not 9) nor touched (no t/o written into it).
     expect(d.windows[0]!.used).toBe(1)
