@@ -373,17 +373,34 @@ function checkCosts(): string[] {
   ]
 }
 
-/** Redis time (commandstats) of one EVALSHA of a window script file, for a key of `live` buckets. */
-async function scriptUs(redis: Redis, file: string, live: number): Promise<number> {
-  const sha = (await redis.script('LOAD', readFileSync(file, 'utf8'))) as string
-  const key = `bench-script:{b:${file.length}-${live}-${Math.random()}}`
+/**
+ * A build's check script and its arguments for one window at `now`: lua/check.lua on its
+ * prelude (issue #21), or the single sliding-window.lua of 0.4.0 and before (0.4.0 added a
+ * sixth argument per window, the lease asked for).
+ */
+function checkScriptOf(limiterDir: string): { text: string; args: (now: number) => number[] } {
+  const split = join(limiterDir, 'lua/check.lua')
+  try {
+    const text =
+      readFileSync(join(limiterDir, 'lua/prelude.lua'), 'utf8') + readFileSync(split, 'utf8')
+    return { text, args: (now) => [50, 0, 0, now, 10_000_000, 60_000, 0, 0, 0, 0] }
+  } catch {
+    const text = readFileSync(join(limiterDir, 'sliding-window.lua'), 'utf8')
+    const window = text.includes('(#ARGV - 5) / 6')
+      ? [10_000_000, 60_000, 0, 0, 0, 0]
+      : [10_000_000, 60_000, 0, 0, 0]
+    return { text, args: (now) => [50, 1, 0, 0, now, ...window] }
+  }
+}
+
+/** Redis time (commandstats) of one EVALSHA of a build's check script, for a key of `live` buckets. */
+async function scriptUs(redis: Redis, limiterDir: string, live: number): Promise<number> {
+  const script = checkScriptOf(limiterDir)
+  const sha = (await redis.script('LOAD', script.text)) as string
+  const key = `bench-script:{b:${limiterDir.length}-${live}-${Math.random()}}`
   const bucketMs = 60_000 / 50
   const t0 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
-  // 0.4.0 added a sixth argument per window (a lease asked for); older scripts take five.
-  const window = readFileSync(file, 'utf8').includes('(#ARGV - 5) / 6')
-    ? [10_000_000, 60_000, 0, 0, 0, 0]
-    : [10_000_000, 60_000, 0, 0, 0]
-  const call = (now: number) => redis.evalsha(sha, 1, key, 50, 1, 0, 0, now, ...window)
+  const call = (now: number) => redis.evalsha(sha, 1, key, ...script.args(now))
   // The script itself fills the buckets (so the key has its layout's own fields), one per bucket.
   for (let b = 0; b < live; b++) await call(t0 + b * bucketMs)
   const now = t0 + (live - 1) * bucketMs + 1
@@ -404,10 +421,9 @@ async function scriptUs(redis: Redis, file: string, live: number): Promise<numbe
  * theirs hold a handful), for this build and, with BENCH_BASELINE, the older one.
  */
 async function scriptCosts(redis: Redis): Promise<string[]> {
-  const files: [string, string][] = [['basegate', join(DIST, 'src/limiter/sliding-window.lua')]]
+  const files: [string, string][] = [['basegate', join(DIST, 'src/limiter')]]
   const baseline = process.env.BENCH_BASELINE
-  if (baseline)
-    files.push(['basegate-baseline', join(dirname(baseline), 'limiter/sliding-window.lua')])
+  if (baseline) files.push(['basegate-baseline', join(dirname(baseline), 'limiter')])
   const out = [
     `## the window script in Redis (µs of Redis time a call, 2,000 calls, nothing else running; medians of ${ROUNDS} interleaved rounds)`,
     '',

@@ -174,6 +174,11 @@ export interface WindowState {
   resetAtMs: number
   /** For a window that refused: when a call would be admitted again (ms); else 0. */
   retryAtMs: number
+  /**
+   * When the caller asked for leases: the calls this call charged to the window (1, or the
+   * whole share of a lease granted). Absent when no lease could be asked (limiter/leases.ts).
+   */
+  charged?: number
 }
 
 export interface Decision {
@@ -184,11 +189,6 @@ export interface Decision {
   nowMs: number
   /** Redis: when the script ran, on the store's clock (the request line's `store_ms`). */
   storeMs?: number
-  /**
-   * When the caller asked for leases: per window, the calls this call charged (1, or the whole
-   * share of a lease granted). Absent when no lease could be asked (limiter/leases.ts).
-   */
-  charged?: number[]
   /** Admitted from a lease this process holds, without a store call. */
   leased?: boolean
 }
@@ -203,28 +203,35 @@ export interface Classification {
   emitHeaders: boolean
 }
 
+export interface ConsumeOptions {
+  /**
+   * Per window, a lease to take (limiter/leases.ts): the calls to charge now, this one and the
+   * share the caller will admit by itself. Stores that grant no leases ignore it.
+   */
+  asks?: readonly number[]
+}
+
+/** Calls to give back to one window: `units` charged in the bucket of `atMs` (on the decision's clock). */
+export interface GiveBack {
+  charge: Charge
+  units: number
+  atMs: number
+}
+
 /**
  * Where counters live. Over the limit is a return value; only a store failure throws
  * (a StoreError).
  */
 export interface LimiterStore {
-  /**
-   * Checks every window and charges all of them, or none when one refuses. `asks`: per window,
-   * a lease to take if the store grants leases (limiter/leases.ts); other stores ignore it.
-   */
-  consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision>
+  /** Checks every window and charges all of them, or none when one refuses. */
+  consume(charges: readonly Charge[], nowMs: number, opts?: ConsumeOptions): Promise<Decision>
   /** The windows' state now, changing nothing (`allowed`: whether a call would be admitted). */
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision>
   /**
-   * Gives back the unused part of leases: `units[i]` of window i, from the bucket its grant was
-   * charged in (`atMs[i]`, on the grant decision's clock), all in one call where the store can.
-   * Only stores that grant leases have it.
+   * Takes back calls charged earlier, each from the bucket it was charged in, all in one call
+   * where the store can; never below zero, never into a bucket that left the window.
    */
-  giveBack?(
-    charges: readonly Charge[],
-    units: readonly number[],
-    atMs: readonly number[]
-  ): Promise<void>
+  giveBack?(uses: readonly GiveBack[]): Promise<void>
   /** Whether the store answers now. */
   ready(): Promise<boolean>
   close(): Promise<void>

@@ -1,4 +1,11 @@
-import type { Charge, Decision, LimiterStore, OnStoreError } from '../types.js'
+import type {
+  Charge,
+  ConsumeOptions,
+  Decision,
+  GiveBack,
+  LimiterStore,
+  OnStoreError,
+} from '../types.js'
 import type { MemoryStore } from './memory-store.js'
 import { OverLimitCache } from './over-limit-cache.js'
 import { StoreError } from './store-error.js'
@@ -58,7 +65,7 @@ export class GuardedStore implements LimiterStore {
   async consume(
     charges: readonly Charge[],
     nowMs: number,
-    asks?: readonly number[]
+    opts?: ConsumeOptions
   ): Promise<Decision> {
     const cached = this.overLimit?.check(charges, nowMs) ?? null
     if (cached !== null) {
@@ -70,7 +77,7 @@ export class GuardedStore implements LimiterStore {
     if (this.down) this.nextProbeMs = Date.now() + this.probeEveryMs
     const started = performance.now()
     try {
-      const d = await this.inner.consume(charges, nowMs, asks)
+      const d = await this.inner.consume(charges, nowMs, opts)
       this.opts.observe?.call((performance.now() - started) / 1000, true)
       this.failures = 0
       if (this.down) this.markDown(false)
@@ -93,17 +100,13 @@ export class GuardedStore implements LimiterStore {
   }
 
   /**
-   * Unused lease shares go back while the store answers. One that cannot (the store down) stays
-   * counted until its bucket leaves the window: that can only refuse, never admit, a call.
+   * Calls go back while the store answers. One that cannot (the store down) stays counted until
+   * its bucket leaves the window: that can only refuse, never admit, a call.
    */
-  async giveBack(
-    charges: readonly Charge[],
-    units: readonly number[],
-    atMs: readonly number[]
-  ): Promise<void> {
+  async giveBack(uses: readonly GiveBack[]): Promise<void> {
     if (this.down || this.inner.giveBack === undefined) return
     try {
-      await this.inner.giveBack(charges, units, atMs)
+      await this.inner.giveBack(uses)
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
     }

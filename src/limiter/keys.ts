@@ -20,7 +20,7 @@ import type { RequestClass } from '../types.js'
  * instances run on one Redis during a rolling upgrade; a layout change renames the keys, so
  * neither ever reads a hash it does not understand (issue #14). Layout 1 was the bucket fields
  * alone; layout 2 adds the running total `t` and the oldest live bucket `o`
- * (limiter/sliding-window.lua). During such an upgrade each generation counts in its own keys.
+ * (limiter/lua/prelude.lua). During such an upgrade each generation counts in its own keys.
  */
 export const WINDOW_LAYOUT = 2
 const L = `:l${WINDOW_LAYOUT}`

@@ -4,6 +4,7 @@ import {
   windowMsOf,
   type Charge,
   type Decision,
+  type GiveBack,
   type LimiterStore,
   type WindowState,
 } from '../types.js'
@@ -55,9 +56,7 @@ const GIVE_BACK_DELAY_MS = 5
 const MAX_GIVE_BACK = 500
 
 interface GiveBackBatch {
-  charges: Charge[]
-  units: number[]
-  atMs: number[]
+  uses: GiveBack[]
   /** Settles once the batch was answered (or failed: the shares stay counted, see GuardedStore). */
   sent: Promise<void>
   send: () => void
@@ -145,7 +144,7 @@ export class LeasingStore implements LimiterStore {
     const asks = this.asksFor(charges)
     if (asks === null) return this.refusedOrLocal(charges, await this.inner.consume(charges, nowMs))
     const askedMono = this.clock.monotonic()
-    const call = this.inner.consume(charges, nowMs, asks)
+    const call = this.inner.consume(charges, nowMs, { asks })
     const settled = call.then(
       () => undefined,
       () => undefined
@@ -286,7 +285,8 @@ export class LeasingStore implements LimiterStore {
     if (this.closed) return
     for (let i = 0; i < charges.length; i++) {
       const c = charges[i]!
-      const units = d.allowed && d.charged !== undefined ? d.charged[i]! - 1 : 0
+      const charged = d.allowed ? d.windows[i]!.charged : undefined
+      const units = charged !== undefined ? charged - 1 : 0
       if (units < 1) {
         const demand = asks[i]! > 0 ? this.demand.get(c.key) : undefined
         if (demand !== undefined) demand.declined = demand.bucket
@@ -352,10 +352,8 @@ export class LeasingStore implements LimiterStore {
     if (units === 0 || this.inner.giveBack === undefined) return Promise.resolve()
     this.opts.observe?.returned(units)
     const batch = (this.batch ??= this.newBatch())
-    batch.charges.push(lease.charge)
-    batch.units.push(units)
-    batch.atMs.push(lease.grantAtMs)
-    if (batch.charges.length >= MAX_GIVE_BACK) this.flush()
+    batch.uses.push({ charge: lease.charge, units, atMs: lease.grantAtMs })
+    if (batch.uses.length >= MAX_GIVE_BACK) this.flush()
     return batch.sent
   }
 
@@ -366,7 +364,7 @@ export class LeasingStore implements LimiterStore {
   private newBatch(): GiveBackBatch {
     let send!: () => void
     const sent = new Promise<void>((resolve) => (send = resolve))
-    const batch: GiveBackBatch = { charges: [], units: [], atMs: [], sent, send, timer: null }
+    const batch: GiveBackBatch = { uses: [], sent, send, timer: null }
     batch.timer = this.clock.setTimer(() => this.flush(), GIVE_BACK_DELAY_MS)
     return batch
   }
@@ -376,7 +374,7 @@ export class LeasingStore implements LimiterStore {
     if (batch === null) return
     this.batch = null
     batch.timer?.cancel()
-    this.lastSent = this.inner.giveBack!(batch.charges, batch.units, batch.atMs)
+    this.lastSent = this.inner.giveBack!(batch.uses)
       .catch(() => {})
       .then(batch.send)
   }

@@ -9,7 +9,7 @@ import {
 } from '../types.js'
 import { admitNothing, toWindowState } from './decision.js'
 
-// The same bucketed sliding window as sliding-window.lua, in this process only. The contract
+// The same bucketed sliding window as lua/check.lua, in this process only. The contract
 // suite (test/limiter/store-contract.ts) holds both to one behaviour.
 
 interface Entry {

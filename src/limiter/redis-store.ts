@@ -5,17 +5,24 @@ import {
   BUCKETS_PER_WINDOW,
   windowMsOf,
   type Charge,
+  type ConsumeOptions,
   type Decision,
+  type GiveBack,
   type LimiterStore,
 } from '../types.js'
 import { systemClock, type Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
 
-const SCRIPT = readFileSync(new URL('./sliding-window.lua', import.meta.url), 'utf8')
+const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
+const PRELUDE = lua('prelude')
+/** One script per purpose, each on the shared prelude (fastify-rate-limit's `{ increment, read }`). */
+const CHECK = PRELUDE + lua('check')
+const GIVE_BACK = PRELUDE + lua('give-back')
 
 type ScriptClient = (Redis | Cluster) & {
-  basegateConsume(numKeys: number, ...args: (string | number)[]): Promise<number[]>
+  basegateCheck(numKeys: number, ...args: (string | number)[]): Promise<number[]>
+  basegateGiveBack(numKeys: number, ...args: (string | number)[]): Promise<number[]>
 }
 
 export interface RedisStoreOptions {
@@ -27,12 +34,6 @@ export interface RedisStoreOptions {
   timeoutMs?: number
   /** This process's clock (for the store clock's offset); the system's by default. */
   clock?: Clock
-}
-
-const enum Mode {
-  Charge = 0,
-  Peek = 1,
-  GiveBack = 3,
 }
 
 /** The script's answers per window (used, resetAt, retryAt, limit, charged). */
@@ -53,7 +54,8 @@ export class RedisStore implements LimiterStore {
     client: Redis | Cluster,
     private readonly opts: RedisStoreOptions
   ) {
-    client.defineCommand('basegateConsume', { lua: SCRIPT })
+    client.defineCommand('basegateCheck', { lua: CHECK })
+    client.defineCommand('basegateGiveBack', { lua: GIVE_BACK })
     this.client = client as ScriptClient
     this.clock = opts.clock ?? systemClock
   }
@@ -68,54 +70,43 @@ export class RedisStore implements LimiterStore {
   }
 
   /**
-   * `asks` (limiter/leases.ts): per window, the calls to charge as a lease (0: none). A
+   * `opts.asks` (limiter/leases.ts): per window, the calls to charge as a lease (0: none). A
    * request whose windows span Cluster slots takes no lease: giving a share back after a later
    * slot refused would need a second refund path for little gain.
    */
-  consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision> {
+  consume(charges: readonly Charge[], nowMs: number, opts?: ConsumeOptions): Promise<Decision> {
     if (this.opts.cluster && charges.length > 1) {
-      const groups = this.bySlot(charges)
+      const groups = this.bySlot(charges, (c) => c.key)
       if (groups.length > 1) return this.consumeAcrossSlots(charges, groups, nowMs)
     }
-    return this.run(charges, nowMs, Mode.Charge, asks)
+    return this.check(charges, nowMs, { peek: false, asks: opts?.asks })
   }
 
   /**
-   * Takes back calls charged earlier (`units[i]` of window i), each from the bucket it was
-   * charged in (`atMs[i]`, on the decision's clock): unused lease shares, and the refund of a
-   * request refused on a later Cluster slot. One script call, or one per slot on a Cluster.
+   * Takes back calls charged earlier, each from the bucket it was charged in: unused lease
+   * shares, the refund of a request refused on a later Cluster slot, a shed call. One script
+   * call, or one per slot on a Cluster.
    */
-  async giveBack(
-    charges: readonly Charge[],
-    units: readonly number[],
-    atMs: readonly number[]
-  ): Promise<void> {
-    const groups = this.opts.cluster ? this.bySlot(charges) : [charges.map((_, i) => i)]
-    await Promise.all(
-      groups.map((g) =>
-        this.run(
-          pick(charges, g),
-          atMs[g[0]!]!,
-          Mode.GiveBack,
-          g.map((i) => units[i]!),
-          g.map((i) => atMs[i]!)
-        )
-      )
-    )
+  async giveBack(uses: readonly GiveBack[]): Promise<void> {
+    const groups = this.opts.cluster
+      ? this.bySlot(uses, (u) => u.charge.key)
+      : [uses.map((_, i) => i)]
+    await Promise.all(groups.map((g) => this.runGiveBack(pick(uses, g))))
   }
 
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
-    if (!this.opts.cluster || charges.length < 2) return this.run(charges, nowMs, Mode.Peek)
-    const groups = this.bySlot(charges)
-    const parts = await Promise.all(groups.map((g) => this.run(pick(charges, g), nowMs, Mode.Peek)))
+    const peek = { peek: true }
+    if (!this.opts.cluster || charges.length < 2) return this.check(charges, nowMs, peek)
+    const groups = this.bySlot(charges, (c) => c.key)
+    const parts = await Promise.all(groups.map((g) => this.check(pick(charges, g), nowMs, peek)))
     return merge(charges.length, groups, parts)
   }
 
-  /** Indexes of the charges, grouped by Cluster slot, in order of first appearance. */
-  private bySlot(charges: readonly Charge[]): number[][] {
+  /** Indexes of the items, grouped by the Cluster slot of their key, in order of first appearance. */
+  private bySlot<T>(items: readonly T[], keyOf: (item: T) => string): number[][] {
     const groups = new Map<number, number[]>()
-    for (let i = 0; i < charges.length; i++) {
-      const slot = calculateSlot(this.opts.prefix + charges[i]!.key)
+    for (let i = 0; i < items.length; i++) {
+      const slot = calculateSlot(this.opts.prefix + keyOf(items[i]!))
       const g = groups.get(slot)
       if (g) g.push(i)
       else groups.set(slot, [i])
@@ -137,12 +128,12 @@ export class RedisStore implements LimiterStore {
   ): Promise<Decision> {
     const parts: Decision[] = []
     for (let g = 0; g < groups.length; g++) {
-      const part = await this.run(pick(charges, groups[g]!), nowMs, Mode.Charge)
+      const part = await this.check(pick(charges, groups[g]!), nowMs, { peek: false })
       parts.push(part)
       if (part.allowed) continue
       for (let r = 0; r < g; r++) await this.refund(charges, groups[r]!, parts[r]!)
       for (let rest = g + 1; rest < groups.length; rest++) {
-        parts.push(await this.run(pick(charges, groups[rest]!), nowMs, Mode.Peek))
+        parts.push(await this.check(pick(charges, groups[rest]!), nowMs, { peek: true }))
       }
       return { ...merge(charges.length, groups, parts), allowed: false }
     }
@@ -155,12 +146,8 @@ export class RedisStore implements LimiterStore {
       const c = charges[i]!
       return !(c.kind === 'rule' && c.dryRun && part.windows[j]!.retryAtMs !== 0)
     })
-    const ones = charged.map(() => 1)
-    await this.giveBack(
-      pick(charges, charged),
-      ones,
-      ones.map(() => part.nowMs)
-    ).catch(() => {})
+    const uses = charged.map((i) => ({ charge: charges[i]!, units: 1, atMs: part.nowMs }))
+    await this.giveBack(uses).catch(() => {})
     for (const w of part.windows) {
       w.used -= 1
       w.remaining = Math.max(0, w.limit - w.used)
@@ -186,63 +173,84 @@ export class RedisStore implements LimiterStore {
     }
   }
 
-  private async run(
+  /** Keys in KEYS order, and the index (1-based) of each monthly window's override key. */
+  private keysOf(charges: readonly Charge[]): { keys: string[]; overrideAt: number[] } {
+    const prefix = this.opts.prefix
+    const n = charges.length
+    const keys: string[] = new Array(n)
+    const overrideAt: number[] = new Array(n)
+    for (let i = 0; i < n; i++) keys[i] = prefix + charges[i]!.key
+    for (let i = 0; i < n; i++) {
+      const c = charges[i]!
+      overrideAt[i] = 0
+      if (c.kind !== 'monthly') continue
+      const full = prefix + c.limitKey
+      let at = keys.indexOf(full, n)
+      if (at === -1) at = keys.push(full) - 1
+      overrideAt[i] = at + 1 // Lua's KEYS is 1-based
+    }
+    return { keys, overrideAt }
+  }
+
+  private async call(
+    script: 'basegateCheck' | 'basegateGiveBack',
+    keys: string[],
+    argv: (string | number)[]
+  ): Promise<number[]> {
+    try {
+      return await this.client[script](keys.length, ...keys, ...argv)
+    } catch (err) {
+      throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
+    }
+  }
+
+  /** check.lua: check and charge (or only read) every window; see its header for the arguments. */
+  private async check(
     charges: readonly Charge[],
     nowMs: number,
-    mode: Mode,
-    asks?: readonly number[],
-    chargedAtMs?: readonly number[]
+    opts: { peek: boolean; asks?: readonly number[] }
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
-    const prefix = this.opts.prefix
-    const keys: string[] = new Array(n)
+    const { keys, overrideAt } = this.keysOf(charges)
     const sentMs = this.clock.now()
     const callerNow = this.bucketTimeArg(nowMs)
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
     // script compares this deadline with its own clock. The client's timer starts when the
     // command is written, a little after sentMs, so the script gives up no later than it.
-    const at =
-      mode === Mode.Charge && callerNow === 0 && this.offsetKnown && this.opts.timeoutMs
+    const deadline =
+      !opts.peek && callerNow === 0 && this.offsetKnown && this.opts.timeoutMs
         ? this.storeNowMs(sentMs) + this.opts.timeoutMs
         : 0
-    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 1, mode, at, callerNow]
+    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, deadline, callerNow]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
-      keys[i] = prefix + c.key
-      let limitIndex = 0
-      if (c.kind === 'monthly') {
-        const full = prefix + c.limitKey
-        let at = keys.indexOf(full, n)
-        if (at === -1) at = keys.push(full) - 1
-        limitIndex = at + 1 // Lua's KEYS is 1-based
-      }
-      // A give-back names the time of the charge in the calendar-end field (sliding-window.lua).
-      const endMs = c.kind === 'monthly' ? c.endMs : (chargedAtMs?.[i] ?? 0)
+      const endMs = c.kind === 'monthly' ? c.endMs : 0
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
-      argv.push(c.limit, windowMsOf(c), endMs, limitIndex, shadow, asks?.[i] ?? 0)
+      argv.push(c.limit, windowMsOf(c), endMs, overrideAt[i]!, shadow, opts.asks?.[i] ?? 0)
     }
-    let raw: number[]
-    try {
-      raw = await this.client.basegateConsume(keys.length, ...keys, ...argv)
-    } catch (err) {
-      throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
-    }
+    const raw = await this.call('basegateCheck', keys, argv)
     const decisionNow = raw[1]!
     const storeNow = raw[2]!
     this.learnOffset(storeNow, sentMs)
     if (raw[0] === -1) throw new StoreError('redis: the call reached the store after its deadline')
-    if (mode === Mode.GiveBack) return admitNothing(decisionNow)
     const windows = new Array(n)
-    let charged: number[] | undefined
     for (let i = 0; i < n; i++) {
       const o = 3 + ANSWERS_PER_WINDOW * i
-      windows[i] = toWindowState(raw[o]!, raw[o + 1]!, raw[o + 2]!, decisionNow, raw[o + 3]!)
-      if (asks !== undefined) (charged ??= new Array(n))[i] = raw[o + 4]!
+      const w = toWindowState(raw[o]!, raw[o + 1]!, raw[o + 2]!, decisionNow, raw[o + 3]!)
+      if (opts.asks !== undefined) w.charged = raw[o + 4]!
+      windows[i] = w
     }
-    const d: Decision = { allowed: raw[0] === 1, windows, nowMs: decisionNow, storeMs: storeNow }
-    if (charged !== undefined) d.charged = charged
-    return d
+    return { allowed: raw[0] === 1, windows, nowMs: decisionNow, storeMs: storeNow }
+  }
+
+  /** give-back.lua on one slot's windows; see its header for the arguments. */
+  private async runGiveBack(uses: readonly GiveBack[]): Promise<void> {
+    if (uses.length === 0) return
+    const keys = uses.map((u) => this.opts.prefix + u.charge.key)
+    const argv: (string | number)[] = [BUCKETS_PER_WINDOW]
+    for (const u of uses) argv.push(windowMsOf(u.charge), u.atMs, u.units)
+    await this.call('basegateGiveBack', keys, argv)
   }
 
   async ready(): Promise<boolean> {
@@ -283,6 +291,6 @@ function merge(n: number, groups: number[][], parts: Decision[]): Decision {
   return { allowed, windows, nowMs: parts[0]!.nowMs, storeMs: parts[0]?.storeMs }
 }
 
-function pick(charges: readonly Charge[], indexes: readonly number[]): Charge[] {
-  return indexes.map((i) => charges[i]!)
+function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {
+  return indexes.map((i) => items[i]!)
 }

@@ -3,7 +3,7 @@ import { LeasingStore } from '../../src/limiter/leases.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { FakeClock } from '../helpers/clock.js'
-import type { Charge, Decision, LimiterStore } from '../../src/types.js'
+import type { Charge, ConsumeOptions, Decision, GiveBack, LimiterStore } from '../../src/types.js'
 import { useRedis } from '../helpers/redis.js'
 import { charge, expectBoundHeld, seededRandom, storeContract } from './store-contract.js'
 
@@ -16,18 +16,14 @@ class Counted implements LimiterStore {
   givenBack = 0
   giveBackCalls = 0
   constructor(readonly inner: RedisStore) {}
-  consume(charges: readonly Charge[], nowMs: number, asks?: readonly number[]): Promise<Decision> {
+  consume(charges: readonly Charge[], nowMs: number, opts?: ConsumeOptions): Promise<Decision> {
     this.consumes++
-    return this.inner.consume(charges, nowMs, asks)
+    return this.inner.consume(charges, nowMs, opts)
   }
-  giveBack(
-    charges: readonly Charge[],
-    units: readonly number[],
-    atMs: readonly number[]
-  ): Promise<void> {
+  giveBack(uses: readonly GiveBack[]): Promise<void> {
     this.giveBackCalls++
-    this.givenBack += units.reduce((a, b) => a + b, 0)
-    return this.inner.giveBack(charges, units, atMs)
+    this.givenBack += uses.reduce((a, u) => a + u.units, 0)
+    return this.inner.giveBack(uses)
   }
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     return this.inner.peek(charges, nowMs)
@@ -122,7 +118,7 @@ describe('leases for hot keys (issue #14)', () => {
     // take a share of its own, which the decision says).
     const next = await stores[0]!.consume([c], at(T0 + BUCKET))
     await settled()
-    const charged = next.charged?.[0] ?? 1
+    const charged = next.windows[0]!.charged ?? 1
     expect(await counted(admin, prefix + c.key)).toEqual({ total: 6 + charged, sum: 6 + charged })
     expect(backs[0]!.givenBack).toBe(held.total - 6)
   })

@@ -160,12 +160,12 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     const t = Date.now()
     for (let i = 0; i < 3; i++) await store.consume([c], t)
     // The refund of a call refused on a later Cluster slot: one call back to its bucket.
-    await store.giveBack([c], [1], [t])
+    await store.giveBack([{ charge: c, units: 1, atMs: t }])
     let l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum]).toEqual([2, 2])
     // A refund of a bucket that has left the window takes nothing.
     await store.consume([c], t + 120_000)
-    await store.giveBack([c], [1], [t])
+    await store.giveBack([{ charge: c, units: 1, atMs: t }])
     l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum]).toEqual([1, 1])
   })
@@ -179,28 +179,28 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     const t1 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
     const t2 = t1 + 5 * bucketMs
     // A share of 7 in the first bucket (7 <= 20 / 2).
-    const first = await store.consume([c], t1, [7])
-    expect(first.charged).toEqual([7])
+    const first = await store.consume([c], t1, { asks: [7] })
+    expect(first.windows[0]!.charged).toBe(7)
     // Asking 4 more would pass half the limit: the call is charged alone.
-    expect((await store.consume([c], t2, [4])).charged).toEqual([1])
-    expect((await store.consume([c], t2, [2])).charged).toEqual([2])
+    expect((await store.consume([c], t2, { asks: [4] })).windows[0]!.charged).toBe(1)
+    expect((await store.consume([c], t2, { asks: [2] })).windows[0]!.charged).toBe(2)
     let l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum, Number(l.h.o)]).toEqual([10, 10, Math.floor(t1 / bucketMs)])
     // Two of the first share's calls came: five go back, from its own bucket.
-    await store.giveBack([c], [5], [t1])
+    await store.giveBack([{ charge: c, units: 5, atMs: t1 }])
     l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum]).toEqual([5, 5])
     // A give-back larger than its bucket holds takes nothing.
-    await store.giveBack([c], [4], [t1])
+    await store.giveBack([{ charge: c, units: 4, atMs: t1 }])
     expect(Number((await layout(admin, prefix + c.key)).h.t)).toBe(5)
     // Emptying the oldest bucket moves `o`, and resetAt follows the oldest call left.
-    await store.giveBack([c], [2], [t1])
+    await store.giveBack([{ charge: c, units: 2, atMs: t1 }])
     l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum, Number(l.h.o)]).toEqual([3, 3, Math.floor(t2 / bucketMs)])
     const d = await store.consume([c], t2 + 1)
     expect(d.windows[0]!.resetAtMs).toBe((Math.floor(t2 / bucketMs) + 1) * bucketMs + 60_000)
     // Emptying the last bucket leaves no total behind.
-    await store.giveBack([c], [4], [t2])
+    await store.giveBack([{ charge: c, units: 4, atMs: t2 }])
     expect(await admin.hgetall(prefix + c.key)).toEqual({})
   })
 

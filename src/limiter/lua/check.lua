@@ -1,0 +1,186 @@
+-- Check and charge every window of one request, all or nothing (SPEC §3, §5); or, with peek,
+-- read them changing nothing.
+--
+-- KEYS[1..n]            the windows' keys; KEYS[n+1..] limit-override keys
+-- ARGV[1]  buckets      buckets per sliding window (BUCKETS_PER_WINDOW in types.ts)
+-- ARGV[2]  peek         1: read only (charge and delete nothing); 0: check and charge
+-- ARGV[3]  deadline     a time on the store's clock (ms), or 0: past it the caller has given up
+--                       (its timeout), so the call is neither admitted nor charged (issue #11)
+-- ARGV[4]  callerNow    0: bucket on the store's clock (production); else the caller's ms
+-- then six per window i (from ARGV[5 + 6(i-1)]):
+--   limit, windowMs (0 for a calendar window), endMs (a calendar window's end, else 0),
+--   overrideIndex (index in KEYS of its limit-override key, else 0), shadow (1: a dry-run
+--   rule: never refuses, not charged when over), ask (a lease: the calls to charge now, this
+--   one and the share the caller admits by itself until the bucket ends; granted only while
+--   the window stays at or under half its limit with it, else the call is charged alone)
+--
+-- Returns { allowed, now, storeNow, then per window: used, resetAt, retryAt, limit, charged }:
+-- allowed is 1, 0, or -1 for a deadline passed; now is the clock the times are on; used
+-- includes this call when it was charged; resetAt is when the oldest counted call leaves
+-- (calendar: the end); retryAt (windows over their limit only, else 0) is when a call would
+-- fit again; limit is the limit applied; charged is what this call added (a lease: its share).
+
+local buckets = tonumber(ARGV[1])
+local peek = ARGV[2] == '1'
+local deadline = tonumber(ARGV[3])
+local callerNow = tonumber(ARGV[4])
+local FIRST = 5
+local PER_WINDOW = 6
+local n = (#ARGV - FIRST + 1) / PER_WINDOW
+local now = storeNow
+if callerNow ~= 0 then now = callerNow end
+
+if not peek and deadline > 0 and storeNow > deadline then
+  return { -1, now, storeNow }
+end
+
+-- Drops the buckets that left the window (index < oldest) from the total; returns the new
+-- total and the oldest bucket still holding calls (nil when none). Writes nothing on a peek.
+local function expire(key, sum, first, oldest, cur)
+  local gone = {}
+  if oldest - first > 2 * buckets + 2 then
+    -- Idle past its expiry (a caller's clock moved by hand): one read of every field.
+    local flat = redis.call('HGETALL', key)
+    for j = 1, #flat, 2 do
+      local b = tonumber(flat[j])
+      if b ~= nil and b < oldest then
+        gone[#gone + 1] = flat[j]
+        sum = sum - tonumber(flat[j + 1])
+      end
+    end
+  else
+    local range, got = bucketsIn(key, first, oldest - 1)
+    for j = 1, #range do
+      if got[j] then
+        gone[#gone + 1] = range[j]
+        sum = sum - tonumber(got[j])
+      end
+    end
+  end
+  local nextFirst = nil
+  if sum > 0 then nextFirst = firstHeld(key, oldest, cur) end
+  -- No live bucket left: the total is 0 (it can only disagree if the hash was edited by hand).
+  if nextFirst == nil then sum = 0 end
+  if not peek then
+    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+    if nextFirst == nil then
+      redis.call('HDEL', key, 't', 'o')
+    else
+      redis.call('HSET', key, 't', sum, 'o', nextFirst)
+    end
+  end
+  return sum, nextFirst
+end
+
+-- When enough of the oldest live buckets leave for one more call to fit. Only a window over
+-- its limit needs its buckets in order, so only it pays for reading and sorting them all.
+local function retryTime(key, sum, limit, oldest, bucketMs, windowMs)
+  local live = {}
+  local flat = redis.call('HGETALL', key)
+  for j = 1, #flat, 2 do
+    local b = tonumber(flat[j])
+    if b ~= nil and b >= oldest then live[#live + 1] = { b, tonumber(flat[j + 1]) } end
+  end
+  table.sort(live, function(x, y) return x[1] < y[1] end)
+  local freed = 0
+  for j = 1, #live do
+    freed = freed + live[j][2]
+    if sum - freed + 1 <= limit then return (live[j][1] + 1) * bucketMs + windowMs end
+  end
+  return now + windowMs
+end
+
+local used, resetAt, retryAt, limits, current, firsts, shadowOver, charged =
+  {}, {}, {}, {}, {}, {}, {}, {}
+local allowed = 1
+
+for i = 1, n do
+  local key = KEYS[i]
+  local at = FIRST + PER_WINDOW * (i - 1)
+  local limit = tonumber(ARGV[at])
+  local windowMs = tonumber(ARGV[at + 1])
+  local endMs = tonumber(ARGV[at + 2])
+  local overrideIndex = tonumber(ARGV[at + 3])
+  local shadow = ARGV[at + 4] == '1'
+  if overrideIndex > 0 then
+    local q = redis.call('HGET', KEYS[overrideIndex], 'quota')
+    if q then limit = tonumber(q) end
+  end
+  limits[i] = limit
+  retryAt[i] = 0
+  charged[i] = 0
+  local over = false
+
+  if windowMs == 0 then
+    local sum = tonumber(redis.call('GET', key) or '0')
+    used[i] = sum
+    resetAt[i] = endMs
+    if sum + 1 > limit then
+      over = true
+      retryAt[i] = endMs
+    end
+  else
+    local bucketMs = windowMs / buckets
+    local cur = math.floor(now / bucketMs)
+    local oldest = math.floor((now - windowMs) / bucketMs)
+    current[i] = cur
+    local head = redis.call('HMGET', key, 't', 'o')
+    local first = tonumber(head[2])
+    local sum = first and tonumber(head[1]) or 0
+    if first ~= nil and first < oldest then sum, first = expire(key, sum, first, oldest, cur) end
+    firsts[i] = first
+    used[i] = sum
+    resetAt[i] = 0
+    if first ~= nil then resetAt[i] = (first + 1) * bucketMs + windowMs end
+    if sum + 1 > limit then
+      over = true
+      retryAt[i] = retryTime(key, sum, limit, oldest, bucketMs, windowMs)
+    end
+  end
+  if over then
+    if shadow then shadowOver[i] = true else allowed = 0 end
+  end
+end
+
+-- Charge every window, or none (a refused call is not counted). A dry-run rule that is over
+-- is not charged: it never admitted the call.
+if allowed == 1 and not peek then
+  for i = 1, n do
+    if not shadowOver[i] then
+      local at = FIRST + PER_WINDOW * (i - 1)
+      local windowMs = tonumber(ARGV[at + 1])
+      local ask = tonumber(ARGV[at + 5])
+      local c = 1
+      -- A lease keeps the window at or under half its limit: past that, every call is checked
+      -- here, one by one, so an unused share never stands in the way of a call near the limit.
+      if ask > 1 and windowMs > 0 and used[i] + ask <= math.floor(limits[i] / 2) then c = ask end
+      charged[i] = c
+      if windowMs == 0 then
+        redis.call('INCRBY', KEYS[i], 1)
+        -- Kept one day past the month's end, so the last month stays readable for a while.
+        redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + 86400000)
+      else
+        local bucketMs = windowMs / buckets
+        redis.call('HINCRBY', KEYS[i], current[i], c)
+        if firsts[i] == nil then
+          redis.call('HSET', KEYS[i], 't', c, 'o', current[i])
+        else
+          redis.call('HINCRBY', KEYS[i], 't', c)
+        end
+        redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
+        if resetAt[i] == 0 then resetAt[i] = (current[i] + 1) * bucketMs + windowMs end
+      end
+      used[i] = used[i] + c
+    end
+  end
+end
+
+local out = { allowed, now, storeNow }
+for i = 1, n do
+  out[#out + 1] = used[i]
+  out[#out + 1] = resetAt[i]
+  out[#out + 1] = retryAt[i]
+  out[#out + 1] = limits[i]
+  out[#out + 1] = charged[i]
+end
+return out

@@ -1,0 +1,39 @@
+-- The window layout both scripts share (SPEC §3, §5); each script is this prelude followed by
+-- its own program (limiter/redis-store.ts joins them before registering).
+--
+-- Sliding windows (windowMs > 0): the key is a hash of buckets, field = bucket index
+-- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / buckets, so a
+-- call is counted until the end of its bucket plus one window: never early, at most
+-- 1/buckets of the window late. A key holds at most buckets + 1 live bucket fields whatever
+-- the limit, and expires when idle.
+--
+-- Layout 2 (issue #14; the key's name says `:l2`): the hash also keeps the running total of
+-- its live buckets (`t`) and the oldest bucket that holds calls (`o`). A call reads those two,
+-- subtracts the buckets that left the window since the last call (each bucket once in its
+-- life, so O(1) per call amortised), and adds itself to its bucket and to the total.
+--
+-- Calendar windows (windowMs = 0, the monthly quota): the key is a plain counter for one
+-- month.
+--
+-- The clock is the store's own (TIME): every instance sharing this store buckets its calls on
+-- one clock, however late its request reached Redis (SPEC §3's bound is across instances).
+
+local t = redis.call('TIME')
+local storeNow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The bucket fields of key among indices [from, to] (HMGET: nil where a bucket is empty).
+local function bucketsIn(key, from, to)
+  local range = {}
+  for b = from, to do range[#range + 1] = b end
+  if #range == 0 then return range, {} end
+  return range, redis.call('HMGET', key, unpack(range))
+end
+
+-- The first bucket of key among indices [from, to] that holds calls, or nil.
+local function firstHeld(key, from, to)
+  local range, got = bucketsIn(key, from, to)
+  for j = 1, #range do
+    if got[j] then return range[j] end
+  end
+  return nil
+end
