@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { formatProblems, loadConfigFile } from './config/load.js'
+import { loadConfigOrExit } from './process/load.js'
 import { parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
 import type { ConfigProblem } from './types.js'
 import { runUpgradeReport } from './upgrade-report-cli.js'
@@ -39,14 +39,9 @@ export function version(): string {
 
 /** `basegate check`: exit 0 when the configuration is valid, else 2 with one line per problem. */
 async function check(cli: Cli): Promise<never> {
-  const loaded = await loadConfigFile(cli.file, process.env, cli.flags)
-  const problems = [...cli.problems, ...(loaded.ok ? [] : loaded.problems)]
-  if (problems.length === 0) {
-    process.stdout.write(`${cli.file}: valid\n`)
-    process.exit(0)
-  }
-  process.stderr.write(formatProblems(problems) + '\n')
-  process.exit(2)
+  await loadConfigOrExit(cli.file, process.env, cli.flags, cli.problems)
+  process.stdout.write(`${cli.file}: valid\n`)
+  process.exit(0)
 }
 
 /** Parses argv; prints help or the version and returns null; runs `check` (which exits). */
@@ -94,6 +89,7 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
   const { overrides, problems } = parseFlagOverrides(args)
   const cli: Cli = { file, flags: overrides, problems }
   if (command === 'check') return check(cli)
-  if (command === 'upgrade-report') return runUpgradeReport(file, overrides, args.to, args.from)
+  if (command === 'upgrade-report')
+    return runUpgradeReport({ file, flags: overrides, env: process.env }, args.to, args.from)
   return cli
 }

@@ -1,7 +1,7 @@
 import { request } from 'undici'
 import { redisClient } from './limiter/redis-client.js'
 import { upgradeReport } from './admin/history.js'
-import { loadConfigFile, formatProblems } from './config/load.js'
+import { loadConfigOrExit } from './process/load.js'
 import type { FlagOverrides } from './config/overrides.js'
 import { HISTORY } from './history/match.js'
 import { RedisReportStore } from './history/report-store.js'
@@ -106,8 +106,7 @@ export function formatReport(r: Report): string {
 
 /** `basegate upgrade-report --to X [--from Y] [--config FILE]`: exit 0, or 2 with the reason. */
 export async function runUpgradeReport(
-  file: string,
-  flags: FlagOverrides,
+  load: { file: string; flags: FlagOverrides; env: NodeJS.ProcessEnv },
   to: string | undefined,
   from: string | undefined
 ): Promise<never> {
@@ -120,12 +119,7 @@ export async function runUpgradeReport(
     process.stderr.write(`--from: ${JSON.stringify(from)} is not a version\n`)
     process.exit(2)
   }
-  const loaded = await loadConfigFile(file, process.env, flags)
-  if (!loaded.ok) {
-    process.stderr.write(formatProblems(loaded.problems) + '\n')
-    process.exit(2)
-  }
-  const config = loaded.config
+  const config = await loadConfigOrExit(load.file, load.env, load.flags)
   const report =
     (await fromAdmin(config, version, from)) ??
     (await fromStore(config, version, from ?? undefined))

@@ -48,7 +48,7 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
    */
   async function refresh(): Promise<void> {
     try {
-      holder.setTeamOverrides(await overrides.load())
+      await holder.refreshTeams(overrides)
     } catch {
       /* the store is down: keep the last view */
     }

@@ -1,3 +1,4 @@
+import type { OverrideStore } from '../quota/overrides.js'
 import type { TeamOverride } from '../quota/teams.js'
 import type { Config, ConfigProblem } from '../types.js'
 import { loadConfigFile } from './load.js'
@@ -63,7 +64,9 @@ export class ConfigHolder {
     readonly file: string,
     /** Loaded with the flags (loadConfigFile's `flags`), as every reload is. */
     config: Config,
-    private readonly flags: FlagOverrides
+    private readonly flags: FlagOverrides,
+    /** The environment `${VAR}` is expanded from, at start and on every reload. */
+    private readonly env: NodeJS.ProcessEnv = {}
   ) {
     this.snap = compileSnapshot(config, this.teams)
   }
@@ -77,7 +80,7 @@ export class ConfigHolder {
   }
 
   async reload(): Promise<ReloadResult> {
-    const result = await loadConfigFile(this.file, process.env, this.flags)
+    const result = await loadConfigFile(this.file, this.env, this.flags)
     if (!result.ok) return result
     const running = this.snap.config
     const { config, needsRestart } = keepRunning(running, result.config)
@@ -97,6 +100,11 @@ export class ConfigHolder {
    */
   adopt(config: Config): void {
     this.snap = compileSnapshot(config, this.teams)
+  }
+
+  /** Reads the team changes every instance shares from the store (throws when it cannot). */
+  async refreshTeams(store: Pick<OverrideStore, 'load'>): Promise<void> {
+    this.setTeamOverrides(await store.load())
   }
 
   setTeamOverrides(teams: ReadonlyMap<string, TeamOverride>): void {

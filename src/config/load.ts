@@ -171,7 +171,7 @@ function dedupe(problems: ConfigProblem[]): ConfigProblem[] {
 /** Pure: limits.yaml text and an environment → Config or field-named problems, all at once. */
 export function parseConfig(
   text: string,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = {},
   fileName = 'limits.yaml',
   flags: FlagOverrides = {}
 ): LoadResult {
@@ -222,7 +222,7 @@ function fieldPath(field: string): PropertyKey[] {
 
 export async function loadConfigFile(
   file: string,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = {},
   flags: FlagOverrides = {}
 ): Promise<LoadResult> {
   let text: string

@@ -206,7 +206,7 @@ export class UpgradeRecorder {
     return this.flushing
   }
 
-  start(everyMs = Number(process.env.BASEGATE_REPORT_FLUSH_MS ?? 2000)): void {
+  start(everyMs = 2000): void {
     this.timer = setInterval(() => void this.flush(), everyMs)
     this.timer.unref()
   }

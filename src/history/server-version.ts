@@ -4,11 +4,14 @@ import { parseVersion } from './version.js'
 
 const POLL_MS = 10 * 60_000
 
-/** GET /server-info/ on the upstream → its major.minor, or null (no answer, no version). */
-export async function fetchServerVersion(
+/**
+ * GET /server-info/ on the upstream: its major.minor (null when it answered without one), or
+ * why it did not answer (the error's code).
+ */
+export async function askServerInfo(
   upstreamUrl: string,
   timeoutMs = 5000
-): Promise<string | null> {
+): Promise<{ version: string | null } | { error: string }> {
   try {
     const base = upstreamUrl.replace(/\/+$/, '')
     const r = await request(`${base}/server-info/`, {
@@ -17,13 +20,22 @@ export async function fetchServerVersion(
     })
     if (r.statusCode !== 200) {
       await r.body.dump()
-      return null
+      return { version: null }
     }
-    const body = (await r.body.json()) as { version?: unknown }
-    return parseVersion(body?.version)
-  } catch {
-    return null
+    const body = (await r.body.json().catch(() => null)) as { version?: unknown } | null
+    return { version: parseVersion(body?.version) }
+  } catch (err) {
+    return { error: (err as { code?: string }).code ?? (err as Error).name }
   }
+}
+
+/** GET /server-info/ on the upstream → its major.minor, or null (no answer, no version). */
+export async function fetchServerVersion(
+  upstreamUrl: string,
+  timeoutMs = 5000
+): Promise<string | null> {
+  const r = await askServerInfo(upstreamUrl, timeoutMs)
+  return 'version' in r ? r.version : null
 }
 
 export interface ServerVersionOptions {
@@ -83,7 +95,7 @@ export class ServerVersion {
 
   start(): void {
     void this.refresh()
-    const every = this.opts.pollMs ?? Number(process.env.BASEGATE_SERVER_INFO_MS ?? POLL_MS)
+    const every = this.opts.pollMs ?? POLL_MS
     this.timer = setInterval(() => void this.refresh(), every)
     this.timer.unref()
   }

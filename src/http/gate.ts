@@ -122,49 +122,47 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
       dryRun = { ...dryRun, refusal: refused }
     }
-    const method = req.method ?? 'GET'
-    const matches = HISTORY.match(method, path, query)
-    if (matches.length === 0) {
-      return {
-        kind: 'pass',
-        admission,
-        path,
-        query,
-        snapshot,
-        dryRun,
-        history: NO_HISTORY,
-        pendingHistory: [],
-        apiChanges: [],
-      }
-    }
-    const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
-    const key = admission.classification.key
-    const history = checkHistory(deps, snapshot, { method, path, key }, known)
-    if (history.gone !== null) {
-      // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
-      const { entry, message } = history.gone
-      const outcome: Outcome = { kind: 'gone', entry: entry.id, message }
-      if (enforce)
-        return refuse(410, message, outcome, {
-          path,
-          admission,
-          headers: admission.headers,
-          history,
-        })
-      dryRun = { ...dryRun, gone: entry.id }
-    }
-    const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
-    const apiChanges = history.breaking.map((e) => e.id)
-    return {
-      kind: 'pass',
-      admission,
-      path,
-      query,
-      snapshot,
-      dryRun,
-      history,
-      pendingHistory,
-      apiChanges,
-    }
+    const at = { method: req.method ?? 'GET', path, query, snapshot, admission, enforce }
+    return historyStep(deps, at, dryRun)
   }
+}
+
+/**
+ * SPEC §8 on an admitted call: a removed endpoint is answered 410 (enforce), the entries
+ * that break later are recorded, and those that still depend on the body are left pending.
+ */
+function historyStep(
+  deps: GateDeps,
+  at: {
+    method: string
+    path: string
+    query: string
+    snapshot: Snapshot
+    admission: Admission
+    enforce: boolean
+  },
+  dryRun: DryRun | null
+): GateResult {
+  const { method, path, query, snapshot, admission } = at
+  const pass = { kind: 'pass' as const, admission, path, query, snapshot }
+  const matches = HISTORY.match(method, path, query)
+  if (matches.length === 0) {
+    return { ...pass, dryRun, history: NO_HISTORY, pendingHistory: [], apiChanges: [] }
+  }
+  const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
+  const key = admission.classification.key
+  const history = checkHistory(deps, snapshot, { method, path, key }, known)
+  if (history.gone !== null) {
+    // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
+    const { entry, message } = history.gone
+    const outcome: Outcome = { kind: 'gone', entry: entry.id, message }
+    if (at.enforce) {
+      const headers = admission.headers
+      return refuse(410, message, outcome, { path, admission, headers, history })
+    }
+    dryRun = { ...dryRun, gone: entry.id }
+  }
+  const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
+  const apiChanges = history.breaking.map((e) => e.id)
+  return { ...pass, dryRun, history, pendingHistory, apiChanges }
 }

@@ -73,6 +73,24 @@ export interface UpgradeOptions {
   finish: Finish
 }
 
+/** After the 101: each side's early bytes to the other, then the two sockets piped together. */
+function joinTunnel(
+  client: { socket: Duplex; head: Buffer },
+  upstream: { socket: Duplex; head: Buffer },
+  tunnels: Set<Duplex>
+): void {
+  const { socket } = client
+  if (upstream.head.length > 0) socket.write(upstream.head)
+  if (client.head.length > 0) upstream.socket.write(client.head)
+  upstream.socket.on('error', () => socket.destroy())
+  socket.on('close', () => upstream.socket.destroy())
+  upstream.socket.on('close', () => socket.destroy())
+  upstream.socket.pipe(socket)
+  socket.pipe(upstream.socket)
+  tunnels.add(socket)
+  socket.once('close', () => tunnels.delete(socket))
+}
+
 export function createUpgradeHandler(opts: UpgradeOptions) {
   const url = new URL(opts.upstreamUrl)
   const basePath = url.pathname.replace(/\/+$/, '')
@@ -131,15 +149,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       const upstreamMs = performance.now() - startedMs
       upstreamReq.setTimeout(0)
       socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
-      if (upstreamHead.length > 0) socket.write(upstreamHead)
-      if (head.length > 0) upstreamSocket.write(head)
-      upstreamSocket.on('error', () => socket.destroy())
-      socket.on('close', () => upstreamSocket.destroy())
-      upstreamSocket.on('close', () => socket.destroy())
-      upstreamSocket.pipe(socket)
-      socket.pipe(upstreamSocket)
-      tunnels.add(socket)
-      socket.once('close', () => tunnels.delete(socket))
+      joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels)
       done({ kind: 'forwarded', status: 101, upstreamMs })
     })
     upstreamReq.end()

@@ -14,7 +14,7 @@ export function createLogger(
 ): Logger {
   return pino(
     {
-      level: opts.level ?? process.env.LOG_LEVEL ?? 'info',
+      level: opts.level ?? 'info',
       base:
         opts.worker === undefined
           ? { service: 'basegate' }

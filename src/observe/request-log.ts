@@ -86,6 +86,50 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
   return out
 }
 
+/** The request's summary entry and metrics. */
+function count(f: Finished, deps: { metrics?: Metrics; summary?: UsageSummary }): void {
+  const { metrics, summary } = deps
+  const adm = f.admission
+  const m = adm?.monthly ?? null
+  const cls = adm?.classification.cls ?? 'unknown'
+  const o = f.outcome
+  if (adm !== null) summary?.record(adm.classification.key)
+  if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
+  if (metrics) {
+    metrics.countRequest(cls, o.kind, f.dryRun !== null)
+    for (const id of f.apiChanges) metrics.countApiChange(id)
+    const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
+    if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
+    if (m !== null) {
+      metrics.monthlyUsed.set({ team: m.team }, m.used)
+      metrics.monthlyQuota.set({ team: m.team }, m.quota)
+    }
+  }
+}
+
+/** The fields every line has, in the order pino writes them. */
+function commonFields(f: Finished, status: number) {
+  const adm = f.admission
+  const w = adm?.window ?? null
+  const m = adm?.monthly ?? null
+  return {
+    method: f.method,
+    path: f.path === null ? undefined : maskPathTokens(f.path),
+    class: adm?.classification.cls ?? 'unknown',
+    key: adm?.classification.key,
+    limit: w?.limit,
+    remaining: w?.remaining,
+    reset: w?.resetSec,
+    team: m?.team,
+    used: m?.used,
+    quota: m?.quota,
+    status,
+    outcome: f.outcome.kind,
+    store_ms: adm?.decision?.storeMs,
+    duration_ms: round2(performance.now() - f.startedMs),
+  }
+}
+
 /**
  * SPEC §7: one line, one count and one summary entry per request, all from the outcome.
  * Refusals, would-be refusals (dry-run), upstream failures and store outages log at warn.
@@ -95,36 +139,16 @@ export function createFinisher(deps: {
   metrics?: Metrics
   summary?: UsageSummary
 }) {
-  const { logger, metrics, summary } = deps
+  const { logger } = deps
   // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).
   const plain = createPlainLineWriter(logger)
   function write(f: Finished): void {
-    const adm = f.admission
-    const w = adm?.window ?? null
-    const m = adm?.monthly ?? null
-    const cls = adm?.classification.cls ?? 'unknown'
     const o = f.outcome
     const status = statusOf(o)
     const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500
     // A 429 carries no fields of its own: a flood's lines take the prepared path too.
     const refusal = (o.kind === 'rate_limited' || o.kind === 'monthly_limited') && f.dryRun === null
-    // The fields every line has, in the order pino writes them.
-    const common = {
-      method: f.method,
-      path: f.path === null ? undefined : maskPathTokens(f.path),
-      class: cls,
-      key: adm?.classification.key,
-      limit: w?.limit,
-      remaining: w?.remaining,
-      reset: w?.resetSec,
-      team: m?.team,
-      used: m?.used,
-      quota: m?.quota,
-      status,
-      outcome: o.kind,
-      store_ms: adm?.decision?.storeMs,
-      duration_ms: round2(performance.now() - f.startedMs),
-    }
+    const common = commonFields(f, status)
     if ((quiet || refusal) && plain !== null) {
       // The hot path: the one object, completed in place (no copy per request).
       const line = common as PlainLine
@@ -149,18 +173,7 @@ export function createFinisher(deps: {
       }
     }
 
-    if (adm !== null) summary?.record(adm.classification.key)
-    if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
-    if (metrics) {
-      metrics.countRequest(cls, o.kind, f.dryRun !== null)
-      for (const id of f.apiChanges) metrics.countApiChange(id)
-      const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
-      if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
-      if (m !== null) {
-        metrics.monthlyUsed.set({ team: m.team }, m.used)
-        metrics.monthlyQuota.set({ team: m.team }, m.quota)
-      }
-    }
+    count(f, deps)
   }
 
   /**

@@ -161,27 +161,8 @@ export class JsonBodyScanner {
             } else this.fail('a control character in a string')
             break
           case STR_ESC:
-            if (b === 0x75) {
-              this.hexLeft = 4
-              state = STR_HEX
-            } else if (
-              b === 0x22 ||
-              b === 0x5c ||
-              b === 0x2f ||
-              b === 0x62 ||
-              b === 0x66 ||
-              b === 0x6e ||
-              b === 0x72 ||
-              b === 0x74
-            ) {
-              state = STR
-            } else this.fail('a bad escape')
-            this.keyByte(b)
-            break
           case STR_HEX:
-            if (!isHex(b)) this.fail('a bad \\u escape')
-            this.keyByte(b)
-            if (--this.hexLeft === 0) state = STR
+            state = this.escapeByte(state, b)
             break
           case NUM:
             if (this.numByte(b)) break
@@ -213,6 +194,30 @@ export class JsonBodyScanner {
       this.state = state
       this.base += n
     }
+  }
+
+  /** A byte of an escape in a string (rare in row data: kept out of the hot loop). */
+  private escapeByte(state: number, b: number): number {
+    this.keyByte(b)
+    if (state === STR_HEX) {
+      if (!isHex(b)) this.fail('a bad \\u escape')
+      return --this.hexLeft === 0 ? STR : STR_HEX
+    }
+    if (b === 0x75) {
+      this.hexLeft = 4
+      return STR_HEX
+    }
+    const simple =
+      b === 0x22 ||
+      b === 0x5c ||
+      b === 0x2f ||
+      b === 0x62 ||
+      b === 0x66 ||
+      b === 0x6e ||
+      b === 0x72 ||
+      b === 0x74
+    if (!simple) this.fail('a bad escape')
+    return STR
   }
 
   private fail(what: string): never {

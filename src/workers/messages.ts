@@ -1,3 +1,5 @@
+import type { Metrics } from '../observe/metrics.js'
+import type { SummaryCounts } from '../observe/summary.js'
 import type { Config } from '../types.js'
 
 // The primary and its workers speak over the cluster IPC channel (advanced serialisation, so
@@ -5,7 +7,14 @@ import type { Config } from '../types.js'
 // libraries on the same channel are left alone.
 
 /** What the primary asks of every worker and collects: the answers are merged in the primary. */
-export type Question = 'metrics' | 'summary' | 'flush'
+export type Question = keyof Answers
+
+/** What each worker answers to each question. */
+export interface Answers {
+  metrics: Awaited<ReturnType<Metrics['snapshot']>>
+  summary: SummaryCounts
+  flush: true
+}
 
 export type ToWorker =
   /** A reload the primary validated: run this configuration. */

@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from '../observe/log.js'
 import type { Config } from '../types.js'
-import { isFromWorker, type Question, type ToWorker } from './messages.js'
+import { isFromWorker, type Answers, type Question, type ToWorker } from './messages.js'
 
 /** A worker that does not answer a question in this time is left out of the answer. */
 const ASK_TIMEOUT_MS = 2_000
@@ -116,7 +116,7 @@ export class WorkerPool {
   }
 
   /** Asks every serving worker; the answers that came within ASK_TIMEOUT_MS. */
-  ask(what: Question): Promise<unknown[]> {
+  ask<Q extends Question>(what: Q): Promise<Answers[Q][]> {
     const id = this.nextQuestion++
     return new Promise((resolve) => {
       const waiting = new Set<number>()
@@ -125,7 +125,13 @@ export class WorkerPool {
       }
       const timer = setTimeout(() => this.settle(id), ASK_TIMEOUT_MS)
       timer.unref()
-      this.pending.set(id, { answers: [], waiting, timer, resolve })
+      // The worker answers `what` with Answers[Q] (workers/worker.ts): the IPC channel is untyped.
+      this.pending.set(id, {
+        answers: [],
+        waiting,
+        timer,
+        resolve: resolve as (answers: unknown[]) => void,
+      })
       if (waiting.size === 0) this.settle(id)
     })
   }

@@ -1,0 +1,35 @@
+import { createAdaptorServer } from '@hono/node-server'
+import type { Server } from 'node:http'
+import { createAdminApp, type AdminDeps } from '../admin/routes.js'
+import type { Core } from './core.js'
+
+// The admin listener (hono on @hono/node-server): the admin API and the probes.
+
+export function createAdmin(
+  core: Core,
+  opts: { flush: () => Promise<void>; workers?: AdminDeps['workers'] }
+): Server {
+  const { holder, stores, metrics, serverVersion } = core
+  return createAdaptorServer({
+    fetch: createAdminApp({
+      holder,
+      store: stores.store,
+      overrides: stores.overrides,
+      metrics,
+      storeKind: stores.kind,
+      draining: () => core.draining,
+      reload: () => core.reload('admin'),
+      history: { serverVersion: () => serverVersion.current(), report: stores.report, ...opts },
+      workers: opts.workers,
+      now: () => core.runtime.clock.now(),
+    }).fetch,
+  }) as Server
+}
+
+/** The admin listener goes last, so /readyz says "draining" while the rest stops. */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve())
+    server.closeAllConnections?.()
+  })
+}

@@ -1,0 +1,122 @@
+import { version, type Cli } from '../cli.js'
+import { ConfigHolder } from '../config/holder.js'
+import { createStore, type Stores } from '../deps.js'
+import { ServerVersion } from '../history/server-version.js'
+import type { Logger } from '../observe/log.js'
+import { Metrics } from '../observe/metrics.js'
+import { UsageSummary } from '../observe/summary.js'
+import type { Config } from '../types.js'
+import type { Runtime } from './runtime.js'
+
+// What every basegate process holds, whatever its role (serving alone, a primary, a worker).
+
+const STORE_WAIT_MS = 5_000
+
+export interface Core {
+  file: string
+  runtime: Runtime
+  logger: Logger
+  metrics: Metrics
+  summary: UsageSummary
+  holder: ConfigHolder
+  stores: Stores
+  serverVersion: ServerVersion
+  draining: boolean
+  reload(source: string): ReturnType<ConfigHolder['reload']>
+}
+
+/** Team changes made through any instance's admin API (kept in the store). */
+export async function refreshTeams(
+  core: Pick<Core, 'holder' | 'stores' | 'logger'>
+): Promise<void> {
+  try {
+    await core.holder.refreshTeams(core.stores.overrides)
+  } catch (err) {
+    core.logger.warn(
+      { err },
+      'team changes could not be read from the store; the file values apply'
+    )
+  }
+}
+
+/**
+ * Issue #11: a fresh instance takes no traffic before its store answers (or STORE_WAIT_MS
+ * passed: then it starts limiting alone under `on_error: open`, or answering 503 under
+ * `closed`, and says so).
+ */
+async function waitForStore(stores: Stores, logger: Logger): Promise<void> {
+  if (stores.kind === 'memory') return
+  const deadline = Date.now() + STORE_WAIT_MS
+  while (Date.now() < deadline) {
+    if (await stores.store.ready()) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  logger.warn({ waited_ms: STORE_WAIT_MS }, 'the store does not answer yet; serving without it')
+}
+
+/** A reload from any source: applied and logged, or refused with every problem named. */
+function reloader(core: Omit<Core, 'reload'>, onApplied: (config: Config) => void): Core['reload'] {
+  const { holder, metrics, logger, file } = core
+  return async (source) => {
+    const r = await holder.reload()
+    metrics.countReload(r.ok)
+    if (!r.ok) {
+      const problems = r.problems.map((p) => `${p.field}: ${p.message}`)
+      logger.error({ file, source, problems }, 'configuration refused; the running one stays')
+      return r
+    }
+    onApplied(holder.current.config)
+    logger.info({ file, source, changed: r.changed }, 'configuration reloaded')
+    if (r.needsRestart.length > 0) {
+      logger.warn(
+        { fields: r.needsRestart },
+        'these changes take effect after a restart; the running values stay'
+      )
+    }
+    return r
+  }
+}
+
+/** The parts every role has: config, store, metrics, the server's version, the report. */
+export async function bootCore(
+  cli: Cli,
+  config: Config,
+  runtime: Runtime,
+  logger: Logger,
+  onApplied: (config: Config) => void = () => {}
+): Promise<Core> {
+  const metrics = new Metrics({ version: version() })
+  const holder = new ConfigHolder(cli.file, config, cli.flags, runtime.env)
+  const stores = createStore(config, logger, metrics, runtime.clock)
+  const serverVersion = new ServerVersion({
+    configured: () => holder.current.config.server.version,
+    upstreamUrl: config.upstream.url,
+    logger,
+    onChange: (v) => metrics.setServerVersion(v),
+    pollMs: runtime.serverInfoMs,
+  })
+  const parts = {
+    file: cli.file,
+    runtime,
+    logger,
+    metrics,
+    summary: new UsageSummary(),
+    holder,
+    stores,
+    serverVersion,
+    draining: false,
+  }
+  const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
+  await waitForStore(stores, logger)
+  await refreshTeams(core)
+  stores.overrides.onChange(() => void refreshTeams(core))
+  serverVersion.start()
+  return core
+}
+
+/** The store connections and timers, after the traffic has stopped. */
+export async function closeCore(core: Core): Promise<void> {
+  core.serverVersion.stop()
+  await core.stores.overrides.close().catch(() => {})
+  await core.stores.store.close().catch(() => {})
+}

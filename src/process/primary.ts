@@ -1,0 +1,64 @@
+import type { AddressInfo } from 'node:net'
+import type { Cli } from '../cli.js'
+import { createLogger } from '../observe/log.js'
+import type { Config } from '../types.js'
+import { WorkerPool } from '../workers/primary.js'
+import { closeServer, createAdmin } from './admin-server.js'
+import { bootCore, closeCore } from './core.js'
+import {
+  listenOrExit,
+  logListening,
+  probeUpstream,
+  startSummary,
+  watchConfig,
+} from './lifecycle.js'
+import { DRAIN_MS } from './proxy-server.js'
+import type { Runtime } from './runtime.js'
+import { reloadOnHangup, stopOnSignals } from './signals.js'
+
+/**
+ * `workers: N` (issue #14), the way nginx runs `worker_processes`: this primary reads the
+ * file, serves the admin port, reloads, and merges its workers' metrics and summaries; the
+ * workers share the proxy listener.
+ */
+export async function runPrimary(
+  cli: Cli,
+  config: Config,
+  runtime: Runtime,
+  count: number
+): Promise<void> {
+  const logger = createLogger({ level: runtime.logLevel })
+  const workers = new WorkerPool(count, () => core.holder.current.config, logger)
+  const core = await bootCore(cli, config, runtime, logger, (c) => workers.broadcastConfig(c))
+  const admin = createAdmin(core, {
+    flush: async () => void (await workers.ask('flush')),
+    workers: {
+      serving: () => workers.serving,
+      renderMetrics: async () => core.metrics.renderWith(await workers.ask('metrics')),
+    },
+  })
+  let p: AddressInfo
+  try {
+    p = await workers.start()
+  } catch (err) {
+    logger.fatal({ err }, 'the workers could not start')
+    logger.flush()
+    await workers.drain(DRAIN_MS).catch(() => {})
+    process.exit(1)
+  }
+  const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
+  const watcher = watchConfig(core)
+  const summaryTimer = startSummary(core, async () => {
+    for (const c of await workers.ask('summary')) core.summary.absorb(c)
+  })
+  stopOnSignals(core, async () => {
+    watcher?.close()
+    clearInterval(summaryTimer)
+    await workers.drain(DRAIN_MS + 2_000)
+    await closeCore(core)
+    await closeServer(admin)
+  })
+  reloadOnHangup(core)
+  logListening(core, p, a, count)
+  void probeUpstream(core)
+}

@@ -1,0 +1,102 @@
+import { createServer, type Server } from 'node:http'
+import { createGateway, type Gateway } from '../app.js'
+import { UpgradeRecorder } from '../history/report-store.js'
+import { createForwarder, type Forwarder } from '../http/proxy.js'
+import type { Config } from '../types.js'
+import { resolveWorkers } from '../workers/count.js'
+import type { Core } from './core.js'
+
+// The proxy port: node:http (the gateway needs Node's raw request and response: streaming,
+// upgrades), the gateway behind it, and its draining on stop.
+
+const DRAIN_MS = 10_000
+
+/** A process that serves the proxy port (alone, or as a worker). */
+export interface Proxy {
+  /** SPEC §8: the calls this process saw that an upgrade would break, batched to the store. */
+  recorder: UpgradeRecorder
+  forwarder: Forwarder
+  gateway: Gateway
+  server: Server
+}
+
+/** Slowloris: a request head (and a whole request) must arrive in time. */
+function createProxyServer(config: Config, gateway: Gateway): Server {
+  const { headersTimeoutMs, requestTimeoutMs } = config.listen
+  // Node checks these timers only every connectionsCheckingInterval (30 s by default): check
+  // often enough that the limits mean what they say.
+  const tightest = Math.min(headersTimeoutMs, requestTimeoutMs || Infinity)
+  const proxy = createServer(
+    {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
+    },
+    gateway.handleRequest
+  )
+  proxy.on('upgrade', gateway.handleUpgrade)
+  proxy.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Malformed requests (smuggling attempts, oversized headers) and too-slow clients never
+    // reach the gateway. Answer as Node would, then close for good: a half-close would let a
+    // slowloris client keep the socket by writing on.
+    const status =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? '408 Request Timeout'
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : '400 Bad Request'
+    if (!socket.writable) return socket.destroy()
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`, () =>
+      socket.destroy()
+    )
+  })
+  return proxy
+}
+
+export function createProxy(core: Core): Proxy {
+  const config = core.holder.current.config
+  const recorder = new UpgradeRecorder(core.stores.report, (err) =>
+    core.logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
+  )
+  recorder.start(core.runtime.reportFlushMs)
+  const forwarder = createForwarder({ url: config.upstream.url })
+  const gateway = createGateway({
+    serverVersion: () => core.serverVersion.current(),
+    recorder,
+    snapshot: () => core.holder.current,
+    store: core.stores.store,
+    forwarder,
+    logger: core.logger,
+    upstreamUrl: config.upstream.url,
+    metrics: core.metrics,
+    summary: core.summary,
+    now: () => core.runtime.clock.now(),
+    // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
+    processes: resolveWorkers(config.workers),
+  })
+  return { recorder, forwarder, gateway, server: createProxyServer(config, gateway) }
+}
+
+/** SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s). */
+export async function drainProxy(p: Proxy): Promise<void> {
+  const deadline = Date.now() + DRAIN_MS
+  const closed = new Promise<void>((resolve) => p.server.close(() => resolve()))
+  // Keep-alive connections that finish their request are closed as they go idle.
+  const sweep = setInterval(() => p.server.closeIdleConnections(), 50)
+  p.server.closeIdleConnections()
+  const tunnelsDone = (async () => {
+    while (p.gateway.tunnels.size > 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50))
+  })()
+  await Promise.race([
+    Promise.all([closed, tunnelsDone]),
+    new Promise((r) => setTimeout(r, DRAIN_MS)),
+  ])
+  clearInterval(sweep)
+  p.server.closeAllConnections()
+  for (const t of p.gateway.tunnels) t.destroy()
+  await p.forwarder.close().catch(() => {})
+  await p.recorder.stop().catch(() => {})
+}
+
+export { DRAIN_MS }
