@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import { loadConfigOrExit } from './process/load.js'
 import { parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
 import type { ConfigProblem } from './types.js'
-import { runUpgradeReport } from './upgrade-report-cli.js'
+import { runUpgradeReport } from './history/report-cli.js'
 import { runDemoUpstream } from './demo-upstream.js'
 
 const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]

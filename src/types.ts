@@ -5,6 +5,9 @@ export type Deployment = 'cloud' | 'dedicated' | 'self-hosted'
 /** The five request classes of SPEC §3, in matching order. */
 export type RequestClass = 'exempt' | 'auth_token' | 'base' | 'account' | 'other'
 
+/** The classes that have a rate limit (every one but `exempt`). */
+export type LimitedClass = Exclude<RequestClass, 'exempt'>
+
 /** One limit: at most `limit` calls in any `windowMs`. */
 export interface Rate {
   limit: number

@@ -2,7 +2,8 @@ import type { Hono } from 'hono'
 import { HISTORY } from '../history/match.js'
 import type { HistoryIndex } from '../history/match.js'
 import type { ReportStore } from '../history/report-store.js'
-import { compareVersions, parseVersion } from '../history/version.js'
+import { upgradeReport } from '../history/report.js'
+import { parseVersion } from '../history/version.js'
 
 export interface HistoryDeps {
   serverVersion: () => string | null
@@ -23,41 +24,6 @@ export function historyJson(index: HistoryIndex, server: string | null) {
       changes: r.changes,
     })),
   }
-}
-
-/** The upgrade report from one version to another (SPEC §8), busiest first. */
-export async function upgradeReport(
-  index: HistoryIndex,
-  report: ReportStore,
-  from: string | null,
-  to: string,
-  nowMs: number
-) {
-  const entries = index.entries.filter(
-    (e) =>
-      e.kind !== 'deprecated' &&
-      compareVersions(e.version, to) <= 0 &&
-      (from === null || compareVersions(e.version, from) > 0)
-  )
-  const usage = await report.read(
-    entries.map((e) => e.id),
-    nowMs
-  )
-  const rows = entries.map((e) => {
-    const u = usage.get(e.id)!
-    return {
-      id: e.id,
-      version: e.version,
-      date: index.releaseDate(e.version),
-      what: e.what,
-      replacement: e.replacement,
-      calls: u.calls,
-      last_seen: u.lastSeenMs === null ? null : new Date(u.lastSeenMs).toISOString(),
-      top_keys: u.topKeys,
-    }
-  })
-  rows.sort((a, b) => b.calls - a.calls || compareVersions(a.version, b.version))
-  return { from, to, entries: rows }
 }
 
 export function historyRoutes(app: Hono, deps: HistoryDeps): void {

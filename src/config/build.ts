@@ -2,7 +2,6 @@ import ipaddr from 'ipaddr.js'
 import type {
   Config,
   ConfigProblem,
-  Deployment,
   MonthlyConfig,
   PlanConfig,
   RateList,
@@ -80,10 +79,35 @@ export function storeKindOf(store: Config['store']): StoreKind {
   return store.url === '' ? 'memory' : 'redis'
 }
 
-function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'] {
-  const url = file.store?.url ?? D.store.url
+/**
+ * The file with its static defaults filled in, section by section: the builders below read
+ * each value once, and every default is written once (config/defaults.ts).
+ */
+function filled(file: LimitsFile) {
+  return {
+    deployment: file.deployment ?? D.deployment,
+    workers: file.workers ?? D.workers,
+    listen: { ...D.listen, ...file.listen },
+    admin: { ...D.admin, ...file.admin },
+    upstream: { ...D.upstream, ...file.upstream },
+    store: { ...D.store, ...file.store },
+    client_ip: { ...D.client_ip, ...file.client_ip },
+    size_limits: { ...D.size_limits, ...file.size_limits },
+    history: { ...D.history, ...file.history },
+    server: { ...D.server, ...file.server },
+    monthly_timezone: file.monthly?.timezone ?? D.monthly.timezone,
+    ip_ceiling: file.rate_limits?.ip_ceiling ?? D.rate_limits.ip_ceiling,
+    headers: file.headers ?? D.headers,
+    mode: file.mode ?? D.mode,
+    exempt: file.exempt ?? D.exempt,
+  }
+}
+
+type Filled = ReturnType<typeof filled>
+
+function buildStore(problems: ConfigProblem[], f: Filled): Config['store'] {
+  const { url, cluster } = f.store
   if (url !== '') checkUrl(problems, 'store.url', url, ['redis:', 'rediss:'])
-  const cluster = file.store?.cluster ?? D.store.cluster
   cluster.forEach((u, i) => checkUrl(problems, `store.cluster[${i}]`, u, ['redis:', 'rediss:']))
   if (url !== '' && cluster.length > 0) {
     problems.push({ field: 'store', message: 'set either url or cluster, not both' })
@@ -91,10 +115,10 @@ function buildStore(problems: ConfigProblem[], file: LimitsFile): Config['store'
   return {
     url,
     cluster,
-    prefix: file.store?.prefix ?? D.store.prefix,
-    timeoutMs: file.store?.timeout_ms ?? D.store.timeout_ms,
-    onError: file.store?.on_error ?? D.store.on_error,
-    leases: file.store?.leases ?? D.store.leases,
+    prefix: f.store.prefix,
+    timeoutMs: f.store.timeout_ms,
+    onError: f.store.on_error,
+    leases: f.store.leases,
   }
 }
 
@@ -129,12 +153,8 @@ function buildRules(problems: ConfigProblem[], file: LimitsFile): RuleConfig[] {
   })
 }
 
-function buildListeners(
-  problems: ConfigProblem[],
-  file: LimitsFile
-): Pick<Config, 'listen' | 'admin'> {
-  const adminHost = file.admin?.host ?? D.admin.host
-  const adminToken = file.admin?.token ?? D.admin.token
+function buildListeners(problems: ConfigProblem[], f: Filled): Pick<Config, 'listen' | 'admin'> {
+  const { host: adminHost, token: adminToken, port: adminPort } = f.admin
   if (adminToken === '' && !isLoopback(adminHost)) {
     // SPEC §7: without a token the admin listener binds only to loopback.
     problems.push({
@@ -142,8 +162,7 @@ function buildListeners(
       message: `${JSON.stringify(adminHost)} is not loopback; set admin.token to listen there`,
     })
   }
-  const listenPort = file.listen?.port ?? D.listen.port
-  const adminPort = file.admin?.port ?? D.admin.port
+  const listenPort = f.listen.port
   if (adminPort !== 0 && adminPort === listenPort) {
     // SPEC §7: the admin listener is never the proxy port.
     problems.push({
@@ -153,21 +172,17 @@ function buildListeners(
   }
   return {
     listen: {
-      host: file.listen?.host ?? D.listen.host,
+      host: f.listen.host,
       port: listenPort,
-      headersTimeoutMs: file.listen?.headers_timeout_ms ?? D.listen.headers_timeout_ms,
-      requestTimeoutMs: file.listen?.request_timeout_ms ?? D.listen.request_timeout_ms,
+      headersTimeoutMs: f.listen.headers_timeout_ms,
+      requestTimeoutMs: f.listen.request_timeout_ms,
     },
     admin: { host: adminHost, port: adminPort, token: adminToken },
   }
 }
 
-function buildMonthly(
-  problems: ConfigProblem[],
-  file: LimitsFile,
-  deployment: Deployment
-): MonthlyConfig {
-  const timezone = file.monthly?.timezone ?? D.monthly.timezone
+function buildMonthly(problems: ConfigProblem[], file: LimitsFile, f: Filled): MonthlyConfig {
+  const { deployment, monthly_timezone: timezone } = f
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone })
   } catch {
@@ -200,16 +215,16 @@ function buildMonthly(
   return { enabled: file.monthly?.enabled ?? deployment === 'cloud', timezone, plans, teams }
 }
 
-function buildSizeLimits(file: LimitsFile): SizeLimits {
-  const sl = file.size_limits ?? {}
+function buildSizeLimits(f: Filled): SizeLimits {
+  const sl = f.size_limits
   return {
-    listRows: sl.list_rows ?? D.size_limits.list_rows,
-    appendRows: sl.append_rows ?? D.size_limits.append_rows,
-    updateRows: sl.update_rows ?? D.size_limits.update_rows,
-    deleteRows: sl.delete_rows ?? D.size_limits.delete_rows,
-    sqlList: sl.sql_list ?? D.size_limits.sql_list,
-    maxBodyBytes: sl.max_body_bytes ?? D.size_limits.max_body_bytes,
-    bufferBytes: sl.buffer_bytes ?? D.size_limits.buffer_bytes,
+    listRows: sl.list_rows,
+    appendRows: sl.append_rows,
+    updateRows: sl.update_rows,
+    deleteRows: sl.delete_rows,
+    sqlList: sl.sql_list,
+    maxBodyBytes: sl.max_body_bytes,
+    bufferBytes: sl.buffer_bytes,
   }
 }
 
@@ -221,10 +236,10 @@ function buildSizeLimits(file: LimitsFile): SizeLimits {
  */
 function buildWorkers(
   problems: ConfigProblem[],
-  file: LimitsFile,
+  f: Filled,
   store: Config['store']
 ): number | 'auto' {
-  const workers = file.workers ?? D.workers
+  const workers = f.workers
   if (storeKindOf(store) === 'memory' && workers !== 1)
     problems.push({
       field: 'workers',
@@ -236,46 +251,41 @@ function buildWorkers(
 /** Cross-field checks and preset merging: a valid document becomes a Config, or problems. */
 export function buildConfig(file: LimitsFile): { config?: Config; problems: ConfigProblem[] } {
   const problems: ConfigProblem[] = []
-  const deployment = file.deployment ?? D.deployment
+  const f = filled(file)
+  const deployment = f.deployment
   const preset = PRESETS[deployment]
   const rl = file.rate_limits ?? {}
-  const upstreamUrl = file.upstream?.url ?? D.upstream.url
+  const upstreamUrl = f.upstream.url
   checkUrl(problems, 'upstream.url', upstreamUrl, ['http:', 'https:'])
-  const trusted = file.client_ip?.trusted_proxies ?? D.client_ip.trusted_proxies
+  const trusted = f.client_ip.trusted_proxies
   checkCidrs(problems, 'client_ip.trusted_proxies', trusted)
   const allowClients = file.allow?.clients ?? []
   checkCidrs(problems, 'allow.clients', allowClients)
   const allowBases = uuids(problems, 'allow.bases', file.allow?.bases ?? [])
-  const store = buildStore(problems, file)
+  const store = buildStore(problems, f)
   const config: Config = {
     deployment,
-    workers: buildWorkers(problems, file, store),
-    ...buildListeners(problems, file),
-    upstream: { url: upstreamUrl, timeoutMs: file.upstream?.timeout_ms ?? D.upstream.timeout_ms },
+    workers: buildWorkers(problems, f, store),
+    ...buildListeners(problems, f),
+    upstream: { url: upstreamUrl, timeoutMs: f.upstream.timeout_ms },
     store,
-    clientIp: {
-      trustedProxies: trusted,
-      ipv6Prefix: file.client_ip?.ipv6_prefix ?? D.client_ip.ipv6_prefix,
-    },
+    clientIp: { trustedProxies: trusted, ipv6Prefix: f.client_ip.ipv6_prefix },
     rateLimits: {
       account: rates(rl.account ?? preset.account),
       base: rates(rl.base ?? preset.base),
       authToken: rates(rl.auth_token ?? preset.auth_token),
       other: rates(rl.other ?? preset.other),
       rules: buildRules(problems, file),
-      ipCeiling: rates(rl.ip_ceiling ?? D.rate_limits.ip_ceiling),
+      ipCeiling: rates(f.ip_ceiling),
     },
-    headers: file.headers ?? D.headers,
-    mode: file.mode ?? D.mode,
-    exempt: file.exempt ?? D.exempt,
+    headers: f.headers,
+    mode: f.mode,
+    exempt: f.exempt,
     allow: { clients: allowClients, bases: allowBases },
-    sizeLimits: buildSizeLimits(file),
-    monthly: buildMonthly(problems, file, deployment),
-    server: { version: parseVersion(file.server?.version ?? D.server.version) ?? 'auto' },
-    history: {
-      removed: file.history?.removed ?? D.history.removed,
-      deprecationHeaders: file.history?.deprecation_headers ?? D.history.deprecation_headers,
-    },
+    sizeLimits: buildSizeLimits(f),
+    monthly: buildMonthly(problems, file, f),
+    server: { version: parseVersion(f.server.version) ?? 'auto' },
+    history: { removed: f.history.removed, deprecationHeaders: f.history.deprecation_headers },
   }
   return problems.length > 0 ? { problems } : { config, problems }
 }

@@ -1,6 +1,4 @@
-import type { Deployment, RequestClass } from '../types.js'
-
-type LimitedClass = Exclude<RequestClass, 'exempt'>
+import type { Deployment, LimitedClass } from '../types.js'
 
 /** SPEC §3: the published per-minute limits of each deployment; null is unlimited. */
 export const PRESETS: Record<Deployment, Record<LimitedClass, string>> = {

@@ -61,12 +61,16 @@ export class ServerVersion {
 
   constructor(private readonly opts: ServerVersionOptions) {}
 
-  /** The version in force now, or null while unknown. */
+  /** The version in force now, or null while unknown (read per request: no side effect). */
   current(): string | null {
     const c = this.opts.configured()
-    const v = c === 'auto' ? this.fetched : parseVersion(c)
+    return c === 'auto' ? this.fetched : parseVersion(c)
+  }
+
+  /** Says so when the version in force changed since it was last said (log line, metric). */
+  private settle(): void {
+    const v = this.current()
     if (v !== this.last) this.announce(v)
-    return v
   }
 
   private announce(v: string | null): void {
@@ -83,14 +87,14 @@ export class ServerVersion {
     this.opts.onChange?.(v)
   }
 
-  /** Asks the upstream now (auto only). */
+  /** Asks the upstream now (auto only); at start, on every poll and after every reload. */
   async refresh(): Promise<void> {
-    if (this.opts.configured() !== 'auto') return void this.current()
+    if (this.opts.configured() !== 'auto') return this.settle()
     const fetch = this.opts.fetch ?? ((url: string) => fetchServerVersion(url))
     const v = await fetch(this.opts.upstreamUrl)
     // A failed poll keeps the last version known: a restarting upstream is still that version.
     if (v !== null) this.fetched = v
-    this.current()
+    this.settle()
   }
 
   start(): void {

@@ -7,6 +7,7 @@ import type {
   Config,
   MonthlyCharge,
   RateList,
+  LimitedClass,
   RequestClass,
   RuleConfig,
 } from '../types.js'
@@ -20,8 +21,6 @@ const AUTH_TOKEN_PATH = '/api2/auth-token'
 /** The gateway, and the pre-5.3 base servers (SPEC §3 as changed on 2026-11-23). */
 const BASE_PREFIXES = ['/api-gateway/', '/dtable-server/', '/dtable-db/']
 const ACCOUNT_PREFIXES = ['/api/v2.1/', '/api2/', '/api/v1/']
-
-type LimitedClass = Exclude<RequestClass, 'exempt'>
 
 const NO_RULES: readonly never[] = []
 

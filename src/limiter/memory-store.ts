@@ -34,10 +34,11 @@ export class MemoryStore implements LimiterStore {
   }
 
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
-    return this.consumeSync(charges, nowMs, true)
+    return this.consumeSync(charges, nowMs, { peek: true })
   }
 
-  consumeSync(charges: readonly Charge[], nowMs: number, peek = false): Decision {
+  consumeSync(charges: readonly Charge[], nowMs: number, opts: { peek?: boolean } = {}): Decision {
+    const peek = opts.peek === true
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
     this.sweep(nowMs)

@@ -67,6 +67,8 @@ function reloader(core: Omit<Core, 'reload'>, onApplied: (config: Config) => voi
     }
     onApplied(holder.current.config)
     logger.info({ file, source, changed: r.changed }, 'configuration reloaded')
+    // A changed server.version takes effect now; under auto, the upstream is asked again.
+    void core.serverVersion.refresh()
     if (r.needsRestart.length > 0) {
       logger.warn(
         { fields: r.needsRestart },

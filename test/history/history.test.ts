@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { upgradeReport } from '../../src/admin/history.js'
+import { upgradeReport } from '../../src/history/report.js'
 import { compileHistory, decide, type HistoryPolicy } from '../../src/history/match.js'
 import { MemoryReportStore } from '../../src/history/report-store.js'
 import { ENTRIES, RELEASES, type HistoryEntry, type Release } from '../../src/history/table.js'

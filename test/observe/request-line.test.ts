@@ -1,7 +1,11 @@
 import { Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { createLogger } from '../../src/observe/log.js'
-import { createPlainLineWriter, type PlainLine } from '../../src/observe/request-line.js'
+import {
+  createPlainLineWriter,
+  PLAIN_FIELDS,
+  type PlainLine,
+} from '../../src/observe/request-line.js'
 
 // Issue #14: the prepared request line writes the very bytes pino writes for the same fields.
 
@@ -81,6 +85,26 @@ describe('the prepared request line', () => {
     b.logger.warn({ ...line }, 'refused: over limit')
     const noTime = (s: string) => s.replace(/"time":\d+/, '"time":0')
     expect(noTime(a.lines[0]!)).toBe(noTime(b.lines[0]!))
+  })
+
+  it("the finish's ordinary line has exactly the list's fields, in its order", async () => {
+    const { createFinisher } = await import('../../src/observe/request-log.js')
+    const a = capture()
+    const finish = createFinisher({ logger: a.logger })
+    const g = {
+      kind: 'refuse' as const,
+      path: '/x',
+      admission: null,
+      apiChanges: [],
+    } as unknown as Parameters<typeof finish>[0]
+    finish(g, { method: 'GET', startedMs: performance.now() }, { kind: 'rate_limited' })
+    const keys = Object.keys(JSON.parse(a.lines[0]!)).filter(
+      (k) => !['level', 'time', 'service', 'msg'].includes(k)
+    )
+    const order = PLAIN_FIELDS.map(([k]) => k as string)
+    expect(keys.every((k) => order.includes(k))).toBe(true)
+    expect(keys).toEqual(order.filter((k) => keys.includes(k)))
+    expect(Object.keys(full).sort()).toEqual([...order].sort())
   })
 
   it('follows the level: nothing at warn', () => {

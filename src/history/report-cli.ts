@@ -1,13 +1,13 @@
 import { request } from 'undici'
-import { redisClient } from './limiter/redis-client.js'
-import { upgradeReport } from './admin/history.js'
-import { loadConfigOrExit } from './process/load.js'
-import type { FlagOverrides } from './config/overrides.js'
-import { HISTORY } from './history/match.js'
-import { RedisReportStore } from './history/report-store.js'
-import { fetchServerVersion } from './history/server-version.js'
-import { parseVersion } from './history/version.js'
-import type { Config } from './types.js'
+import { redisClient } from '../limiter/redis-client.js'
+import { upgradeReport } from './report.js'
+import { loadConfigOrExit } from '../process/load.js'
+import type { FlagOverrides } from '../config/overrides.js'
+import { HISTORY } from './match.js'
+import { RedisReportStore } from './report-store.js'
+import { fetchServerVersion } from './server-version.js'
+import { parseVersion } from './version.js'
+import type { Config } from '../types.js'
 
 type Report = Awaited<ReturnType<typeof upgradeReport>>
 
