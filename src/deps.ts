@@ -45,7 +45,7 @@ export function createStore(
   const guarded = guardedRedisStore(client, config, logger, clock, metrics)
   // Leases sit outside the guard: a call a held share admits needs neither the over-limit
   // cache nor the store, and shares stay good while the store is down (they were charged).
-  const store: LimiterStore = s.leases
+  const leasing = s.leases
     ? new LeasingStore(guarded, {
         clock,
         observe: metrics && {
@@ -53,7 +53,9 @@ export function createStore(
           returned: (units) => metrics.leaseReturns.inc(units),
         },
       })
-    : guarded
+    : null
+  if (leasing !== null) metrics?.watchLeases(() => leasing.heldUnits)
+  const store: LimiterStore = leasing ?? guarded
   // Pub/sub needs a connection of its own.
   const subscriber =
     client instanceof Cluster

@@ -80,7 +80,8 @@ export interface Config {
     requestTimeoutMs: number
   }
   admin: { host: string; port: number; token: string }
-  upstream: { url: string; timeoutMs: number }
+  /** maxConnections: the pool's cap on connections to the server (restart-only). */
+  upstream: { url: string; timeoutMs: number; maxConnections: number }
   store: {
     url: string
     cluster: readonly string[]

@@ -24,12 +24,3 @@ export function bearerAuth(token: () => string): MiddlewareHandler {
     return next()
   }
 }
-
-/** Issue #11: admin bodies are small JSON; a larger one is refused before it is read. */
-export function bodyCap(maxBytes: number): MiddlewareHandler {
-  return async (c, next) => {
-    const declared = Number(c.req.header('content-length') ?? '0')
-    if (declared > maxBytes) return c.json({ error_msg: `the body is over ${maxBytes} bytes` }, 413)
-    return next()
-  }
-}

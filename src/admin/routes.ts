@@ -3,7 +3,8 @@ import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { OverrideStore } from '../quota/overrides.js'
 import type { ConfigProblem, LimiterStore, OnStoreError, StoreKind } from '../types.js'
-import { bearerAuth, bodyCap } from './auth.js'
+import { bodyLimit } from 'hono/body-limit'
+import { bearerAuth } from './auth.js'
 import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
 import { maskedConfig } from './mask.js'
@@ -42,7 +43,15 @@ export function createAdminApp(deps: AdminDeps): Hono {
     '*',
     bearerAuth(() => holder.current.config.admin.token)
   )
-  app.use('*', bodyCap(MAX_ADMIN_BODY))
+  // Issue #11, #22: admin bodies are small JSON; a larger one is 413, by its declared length or,
+  // chunked, as soon as it passes the cap (hono's bodyLimit reads it before the route runs).
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: MAX_ADMIN_BODY,
+      onError: (c) => c.json({ error_msg: `the body is over ${MAX_ADMIN_BODY} bytes` }, 413),
+    })
+  )
 
   probeRoutes(app, {
     store,

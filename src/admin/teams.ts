@@ -4,6 +4,7 @@ import type { ConfigHolder } from '../config/holder.js'
 import { parseUuid } from '../http/base-uuid.js'
 import type { OverrideStore } from '../quota/overrides.js'
 import { quotaOf, type Team, type TeamOverride } from '../quota/teams.js'
+import { JsonBodyScanner, JsonSyntaxError } from '../size/json-count.js'
 import type { LimiterStore } from '../types.js'
 
 export interface TeamDeps {
@@ -66,13 +67,9 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
     const snap = holder.current
     const fileTeam = snap.config.monthly.teams.find((t) => t.id === id)
     if (!fileTeam) return notFound(c, id)
-    let body: unknown
-    try {
-      body = await c.req.json()
-    } catch {
-      return c.json({ error_msg: 'the body is not valid JSON' }, 400)
-    }
-    const parsed = parseTeamChange(body, snap.config.monthly.plans, snap.teams, id)
+    const body = await readAdminJson(c)
+    if ('error' in body) return c.json({ error_msg: body.error }, 400)
+    const parsed = parseTeamChange(body.json, snap.config.monthly.plans, snap.teams, id)
     if ('error' in parsed) return c.json({ error_msg: parsed.error }, 400)
     const merged: TeamOverride = { ...holder.teamOverrides.get(id), ...parsed.change }
     const plan = merged.plan ?? fileTeam.plan
@@ -154,4 +151,21 @@ export async function refreshMonthlyGauges(deps: TeamDeps, metrics: Metrics): Pr
       // The store is down: the gauges keep their last values; the store metrics say why.
     }
   }
+}
+
+/**
+ * An admin body as JSON, checked first by the size room's scanner: valid JSON nested at most
+ * 512 levels (issue #22: a 400,000-deep body crashed the route with a 500).
+ */
+async function readAdminJson(c: Context): Promise<{ json: unknown } | { error: string }> {
+  const bytes = Buffer.from(await c.req.arrayBuffer())
+  const scanner = new JsonBodyScanner({ count: null })
+  try {
+    scanner.write(bytes)
+    scanner.end()
+  } catch (err) {
+    if (err instanceof JsonSyntaxError) return { error: err.message }
+    throw err
+  }
+  return { json: JSON.parse(bytes.toString('utf8')) }
 }

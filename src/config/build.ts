@@ -22,6 +22,30 @@ function rates(value: string | string[]): RateList {
   return list.map(parseRate).filter((r): r is NonNullable<typeof r> => r != null)
 }
 
+/**
+ * SPEC §2: two rates with the same window in one list are an error (`[100/min, 50/min]`):
+ * they would share one counter and charge each call twice.
+ */
+function checkedRates(
+  problems: ConfigProblem[],
+  field: string,
+  value: string | string[]
+): RateList {
+  const list = rates(value)
+  const seen = new Set<number>()
+  for (const r of list) {
+    if (seen.has(r.windowMs)) {
+      problems.push({
+        field,
+        message: `${JSON.stringify(value)} has two rates with a window of ${r.windowMs / 1000} s; keep one (the lower)`,
+      })
+      break
+    }
+    seen.add(r.windowMs)
+  }
+  return list
+}
+
 export function isLoopback(host: string): boolean {
   if (host === 'localhost') return true
   if (!ipaddr.isValid(host)) return false
@@ -147,7 +171,7 @@ function buildRules(problems: ConfigProblem[], file: LimitsFile): RuleConfig[] {
       name: r.name,
       methods,
       path: r.path,
-      limits: rates(r.limits),
+      limits: checkedRates(problems, `rate_limits.rules[${i}].limits`, r.limits),
       mode: r.mode ?? 'enforce',
     }
   })
@@ -267,16 +291,24 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     deployment,
     workers: buildWorkers(problems, f, store),
     ...buildListeners(problems, f),
-    upstream: { url: upstreamUrl, timeoutMs: f.upstream.timeout_ms },
+    upstream: {
+      url: upstreamUrl,
+      timeoutMs: f.upstream.timeout_ms,
+      maxConnections: f.upstream.max_connections,
+    },
     store,
     clientIp: { trustedProxies: trusted, ipv6Prefix: f.client_ip.ipv6_prefix },
     rateLimits: {
-      account: rates(rl.account ?? preset.account),
-      base: rates(rl.base ?? preset.base),
-      authToken: rates(rl.auth_token ?? preset.auth_token),
-      other: rates(rl.other ?? preset.other),
+      account: checkedRates(problems, 'rate_limits.account', rl.account ?? preset.account),
+      base: checkedRates(problems, 'rate_limits.base', rl.base ?? preset.base),
+      authToken: checkedRates(
+        problems,
+        'rate_limits.auth_token',
+        rl.auth_token ?? preset.auth_token
+      ),
+      other: checkedRates(problems, 'rate_limits.other', rl.other ?? preset.other),
       rules: buildRules(problems, file),
-      ipCeiling: rates(f.ip_ceiling),
+      ipCeiling: checkedRates(problems, 'rate_limits.ip_ceiling', f.ip_ceiling),
     },
     headers: f.headers,
     mode: f.mode,

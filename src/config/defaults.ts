@@ -10,7 +10,7 @@ export const DEFAULTS = {
   workers: 1 as number | 'auto',
   listen: { host: '0.0.0.0', port: 8080, headers_timeout_ms: 20_000, request_timeout_ms: 300_000 },
   admin: { host: '127.0.0.1', port: 9090, token: '' },
-  upstream: { url: 'http://127.0.0.1:8000', timeout_ms: 60_000 },
+  upstream: { url: 'http://127.0.0.1:8000', timeout_ms: 60_000, max_connections: 256 },
   store: {
     url: '',
     cluster: [] as string[],

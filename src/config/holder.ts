@@ -17,6 +17,7 @@ const RESTART_ONLY = [
   'admin.host',
   'admin.port',
   'upstream.url',
+  'upstream.maxConnections',
   'store',
 ] as const
 
@@ -38,15 +39,23 @@ function keepRunning(running: Config, next: Config): { config: Config; needsRest
   const needsRestart = RESTART_ONLY.filter(
     (p) => JSON.stringify(get(running, p)) !== JSON.stringify(get(next, p))
   )
+  // SPEC §2: a reload never removes or empties a running admin.token (a half-written file,
+  // the token line written last, must not open the admin API): that change needs a restart.
+  const keepToken = running.admin.token !== '' && next.admin.token === ''
+  const token = keepToken ? running.admin.token : next.admin.token
   const config: Config = {
     ...next,
     workers: running.workers,
     listen: running.listen,
-    admin: { ...next.admin, host: running.admin.host, port: running.admin.port },
-    upstream: { ...next.upstream, url: running.upstream.url },
+    admin: { ...next.admin, host: running.admin.host, port: running.admin.port, token },
+    upstream: {
+      ...next.upstream,
+      url: running.upstream.url,
+      maxConnections: running.upstream.maxConnections,
+    },
     store: running.store,
   }
-  return { config, needsRestart: [...needsRestart] }
+  return { config, needsRestart: [...needsRestart, ...(keepToken ? ['admin.token'] : [])] }
 }
 
 /**

@@ -81,7 +81,11 @@ export const limitsFileSchema = z.strictObject({
     })
     .optional(),
   upstream: z
-    .strictObject({ url: z.string().optional(), timeout_ms: positiveInt.optional() })
+    .strictObject({
+      url: z.string().optional(),
+      timeout_ms: positiveInt.optional(),
+      max_connections: positiveInt.optional(),
+    })
     .optional(),
   store: z
     .strictObject({

@@ -148,6 +148,79 @@ export class RedisReportStore implements ReportStore {
 
 /** The most distinct keys one entry's batch keeps between flushes (more only add to the total). */
 const BATCH_KEYS = 1000
+/** How many recent (entry, key) pairs are remembered to tell a returning client from a one-off. */
+const RECENT_PAIRS = 65_536
+
+/**
+ * The (entry, key) pairs seen lately, as 32-bit hashes in a ring (bounded memory: 65,536
+ * pairs, about 20 s of a flood of 3,500 fresh keys a second). A key seen again while its last
+ * sighting is still in the ring is a returning client.
+ */
+class RecentPairs {
+  private readonly ring = new Int32Array(RECENT_PAIRS)
+  private readonly counts = new Map<number, number>()
+  private at = 0
+  private filled = false
+
+  /** Remembers the pair; true when it was seen within the ring's span. */
+  seenAgain(entryId: string, key: string): boolean {
+    const h = fnv1a(entryId, key)
+    const again = this.counts.has(h)
+    if (this.filled) {
+      const old = this.ring[this.at]!
+      const n = this.counts.get(old)!
+      if (n <= 1) this.counts.delete(old)
+      else this.counts.set(old, n - 1)
+    }
+    this.ring[this.at] = h
+    this.counts.set(h, (this.counts.get(h) ?? 0) + 1)
+    if (++this.at === RECENT_PAIRS) {
+      this.at = 0
+      this.filled = true
+    }
+    return again
+  }
+}
+
+function fnv1a(a: string, b: string): number {
+  let h = 0x811c9dc5
+  for (const s of [a, b]) {
+    for (let i = 0; i < s.length; i++) {
+      h ^= s.charCodeAt(i)
+      h = Math.imul(h, 0x01000193)
+    }
+    h ^= 0x7c // a separator, so ("ab","c") and ("a","bc") differ
+  }
+  return h | 0
+}
+
+/**
+ * A bounded heavy-hitters count per entry (SPEC §8): every call counts in the exact total; a
+ * batch keeps at most BATCH_KEYS keys. Past that, a returning client (seen again lately) takes
+ * the place of the key with the fewest calls, a one-off is left out: a flood of fresh keys
+ * (an attacker's, or a crawler's) can no longer push a client that calls steadily out of the
+ * report, and no key is ever counted more calls than it made.
+ */
+function countKey(keys: Map<string, number>, key: string, returning: () => boolean): void {
+  const n = keys.get(key)
+  if (n !== undefined) return void keys.set(key, n + 1)
+  if (keys.size < BATCH_KEYS) {
+    returning() // remembered for later batches
+    return void keys.set(key, 1)
+  }
+  if (!returning()) return
+  let weakest: string | undefined
+  let fewest = Infinity
+  for (const [k, c] of keys) {
+    if (c < fewest) {
+      fewest = c
+      weakest = k
+    }
+  }
+  if (weakest !== undefined && fewest <= 1) keys.delete(weakest)
+  else if (weakest !== undefined) return // every kept key called more than once: keep them
+  keys.set(key, 1)
+}
 
 /**
  * Counts on the request path in memory and writes them in batches: no store round trip per
@@ -158,6 +231,7 @@ const BATCH_KEYS = 1000
  */
 export class UpgradeRecorder {
   private batch: ReportBatch = new Map()
+  private readonly recent = new RecentPairs()
   private timer: NodeJS.Timeout | null = null
   private flushing: Promise<void> = Promise.resolve()
 
@@ -171,9 +245,7 @@ export class UpgradeRecorder {
     if (!b) this.batch.set(entryId, (b = { calls: 0, lastSeenMs: 0, keys: new Map() }))
     b.calls++
     if (nowMs > b.lastSeenMs) b.lastSeenMs = nowMs
-    const n = b.keys.get(key)
-    if (n !== undefined) b.keys.set(key, n + 1)
-    else if (b.keys.size < BATCH_KEYS) b.keys.set(key, 1)
+    countKey(b.keys, key, () => this.recent.seenAgain(entryId, key))
   }
 
   private merge(batch: ReportBatch): void {

@@ -122,9 +122,16 @@ export class LeasingStore implements LimiterStore {
     return Math.floor(c.limit * this.maxShare)
   }
 
-  /** Leases held now (tests, metrics). */
+  /** Leases held now (tests). */
   get held(): number {
     return this.leases.size
+  }
+
+  /** Calls of the shares held now, not yet admitted (the metric basegate_lease_calls_held). */
+  get heldUnits(): number {
+    let units = 0
+    for (const l of this.leases.values()) units += l.units
+    return units
   }
 
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {

@@ -10,8 +10,10 @@ export function redisClient(
   opts: { offlineQueue?: boolean; commandTimeoutMs?: number } = {}
 ): Redis | Cluster {
   const options: RedisOptions = {
-    // SPEC §2 store.timeout_ms: a slower call counts as a store failure.
-    commandTimeout: opts.commandTimeoutMs ?? s.timeoutMs,
+    // SPEC §2 store.timeout_ms is enforced per rate-limit call by RedisStore (answerWithin),
+    // which never counts a reply its own late event loop failed to read in time; this is the
+    // backstop for every other command (team changes, the report, probes).
+    commandTimeout: opts.commandTimeoutMs ?? Math.max(1000, s.timeoutMs * 10),
     connectTimeout: Math.max(1000, s.timeoutMs * 10),
     // Fail fast while disconnected, and never queue a script to run later: a call the gateway
     // has given up on (503, or a fallback decision) must not charge when Redis comes back

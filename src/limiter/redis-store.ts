@@ -197,11 +197,35 @@ export class RedisStore implements LimiterStore {
     keys: string[],
     argv: (string | number)[]
   ): Promise<number[]> {
+    return this.timed(this.client[script](keys.length, ...keys, ...argv))
+  }
+
+  /** A store command under store.timeout_ms (see answerWithin); any failure is a StoreError. */
+  private async timed<T>(command: Promise<T>): Promise<T> {
     try {
-      return await this.client[script](keys.length, ...keys, ...argv)
+      const ms = this.opts.timeoutMs
+      return ms === undefined ? await command : await answerWithin(command, ms)
     } catch (err) {
+      if (err instanceof StoreError) throw err
       throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
     }
+  }
+
+  /**
+   * Issue #22: until a script has answered, this process does not know the store clock's
+   * offset and could send no deadline, so a call queued in a frozen store's socket would charge
+   * when it woke. So the first charging call waits for one TIME (harmless if it runs late); if
+   * that does not answer in time, the call fails without sending anything that charges.
+   */
+  private learning: Promise<void> | null = null
+  private async ensureOffset(): Promise<void> {
+    if (this.offsetKnown) return
+    this.learning ??= (async () => {
+      const sentMs = this.clock.now()
+      const [sec, usec] = await this.timed((this.client as Redis).time())
+      this.learnOffset(Number(sec) * 1000 + Math.floor(Number(usec) / 1000), sentMs)
+    })().finally(() => (this.learning = null))
+    await this.learning
   }
 
   /** check.lua: check and charge (or only read) every window; see its header for the arguments. */
@@ -213,8 +237,9 @@ export class RedisStore implements LimiterStore {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
     const { keys, overrideAt } = this.keysOf(charges)
-    const sentMs = this.clock.now()
     const callerNow = this.bucketTimeArg(nowMs)
+    if (!opts.peek && callerNow === 0 && this.opts.timeoutMs) await this.ensureOffset()
+    const sentMs = this.clock.now()
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
     // script compares this deadline with its own clock. The client's timer starts when the
     // command is written, a little after sentMs, so the script gives up no later than it.
@@ -293,4 +318,43 @@ function merge(n: number, groups: number[][], parts: Decision[]): Decision {
 
 function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {
   return indexes.map((i) => items[i]!)
+}
+
+/**
+ * Issue #22: a reply that Redis sent in time is never a timeout because this process's event
+ * loop was late to read it. A timer runs in the loop's timer phase, before the poll phase that
+ * reads sockets: on a starved loop the timeout fires while the reply already waits in the
+ * socket. So a fired timeout first lets the loop turn (setImmediate runs after the poll
+ * phase), and, when the timer itself fired late (the loop was busy past half the timeout), a
+ * few turns more; only a reply still missing then counts as the store's failure.
+ */
+export function answerWithin<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false
+    const due = performance.now() + timeoutMs
+    const giveUp = (turns: number): void => {
+      if (settled) return
+      if (turns > 0) return void setImmediate(() => giveUp(turns - 1))
+      settled = true
+      reject(new StoreError(`redis: no answer within ${timeoutMs} ms`))
+    }
+    const timer = setTimeout(() => {
+      const late = performance.now() - due > timeoutMs / 2
+      giveUp(late ? 3 : 1)
+    }, timeoutMs)
+    command.then(
+      (v) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resolve(v)
+      },
+      (err: unknown) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        reject(err)
+      }
+    )
+  })
 }

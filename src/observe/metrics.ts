@@ -98,6 +98,17 @@ export class Metrics {
     'Calls admitted from a share of a hot key this process leased (store.leases), without a store call',
     [] as const
   )
+  /** Read at each scrape: the calls of shares this process holds (set by watchLeases). */
+  private leaseUnitsHeld: () => number = () => 0
+  readonly leaseHeld = new Gauge({
+    name: 'basegate_lease_calls_held',
+    help: 'Calls of leased shares this process holds now: charged in the store, not yet admitted (a SIGKILL loses them for the rest of their bucket)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      this.leaseHeld.set(this.leaseUnitsHeld())
+    },
+  })
   readonly leaseReturns = counter(
     this.registry,
     'basegate_lease_returned_total',
@@ -171,6 +182,11 @@ export class Metrics {
     if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry })
     this.buildInfo.labels(opts.version ?? 'unknown', process.version).set(1)
     this.lastReloadOk.set(1)
+  }
+
+  /** Where basegate_lease_calls_held is read from (the leasing store, when leases are on). */
+  watchLeases(held: () => number): void {
+    this.leaseUnitsHeld = held
   }
 
   /** A reload's result. */

@@ -59,7 +59,10 @@ export function createProxy(core: Core): Proxy {
     core.logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
   )
   recorder.start(core.runtime.reportFlushMs)
-  const forwarder = createForwarder({ url: config.upstream.url })
+  const forwarder = createForwarder({
+    url: config.upstream.url,
+    connections: config.upstream.maxConnections,
+  })
   const gateway = createGateway({
     serverVersion: () => core.serverVersion.current(),
     recorder,

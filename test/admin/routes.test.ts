@@ -94,6 +94,38 @@ describe('admin hardening (issue #11)', () => {
     expect(r.status).toBe(413)
   })
 
+  // Issue #22: a 3 MB chunked body was read whole and answered "not valid JSON"; a 400,000-deep
+  // one crashed the route (500).
+  it('refuses a chunked admin body past 1 MB with 413, as it streams', async () => {
+    const chunk = new TextEncoder().encode(' '.repeat(65_536))
+    let sent = 0
+    const body = new ReadableStream<Uint8Array>({
+      pull(ctl) {
+        if (sent++ >= 48) return ctl.close() // 3 MB
+        ctl.enqueue(chunk)
+      },
+    })
+    const r = await app().request('/v1/teams/acme', {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      body,
+      duplex: 'half',
+    } as RequestInit)
+    expect(r.status).toBe(413)
+    expect(sent).toBeLessThan(48)
+  })
+
+  it('refuses an 800 KB, 400,000-deep body with 400 naming the nesting', async () => {
+    const deep = '['.repeat(400_000) + ']'.repeat(400_000)
+    const r = await app().request('/v1/teams/acme', {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: deep,
+    })
+    expect(r.status).toBe(400)
+    expect((await r.json()).error_msg).toContain('512')
+  })
+
   it('a valid change answers the team with its new quota', async () => {
     const r = await app().request('/v1/teams/acme', {
       method: 'PUT',

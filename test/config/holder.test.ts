@@ -32,9 +32,22 @@ describe('ConfigHolder.reload', () => {
     const { file, holder } = await holderFor('admin: { host: 0.0.0.0, token: t0k }')
     writeFileSync(file, 'admin: { host: 127.0.0.1 }')
     const r = await holder.reload()
-    expect(r.ok).toBe(false)
-    if (!r.ok) expect(r.problems[0]!.field).toBe('admin.token')
+    expect(r.ok && r.needsRestart).toContain('admin.token')
     expect(holder.current.config.admin.token).toBe('t0k')
+  })
+
+  // Issue #22: a file without the token (half-written, the token line last) opened a loopback
+  // admin API on reload: 401 → 200 within 200 ms.
+  it('never removes a running token on a loopback listener either (a restart can)', async () => {
+    const { file, holder } = await holderFor('admin: { token: t0k }\nrate_limits: { base: 7/min }')
+    writeFileSync(file, 'rate_limits: { base: 9/min }')
+    const r = await holder.reload()
+    expect(r.ok && r.needsRestart).toContain('admin.token')
+    expect(holder.current.config.admin.token).toBe('t0k')
+    expect(holder.current.config.rateLimits.base[0]!.limit).toBe(9) // the rest applies
+    writeFileSync(file, 'admin: { token: n3w }')
+    await holder.reload()
+    expect(holder.current.config.admin.token).toBe('n3w') // a new token is taken at once
   })
 
   it('keeps restart-only settings at their running values, says which, and applies the rest', async () => {
@@ -54,6 +67,7 @@ describe('ConfigHolder.reload', () => {
     expect(holder.current.config.upstream).toEqual({
       url: 'http://127.0.0.1:8000',
       timeoutMs: 5000,
+      maxConnections: 256,
     })
     expect(holder.current.config.rateLimits.base[0]!.limit).toBe(9)
   })

@@ -269,3 +269,25 @@ describe('parseConfig: workers (issue #14)', () => {
     expect(lines(`${redis}workers: ${v}`)).toEqual([`workers: ${message}`])
   })
 })
+
+// Issue #22: `base: [100/min, 50/min]` shared one counter, charged each call twice and admitted
+// 26 a minute; `check` said valid.
+describe('two rates with one window', () => {
+  it.each([
+    ['rate_limits: { base: [100/min, 50/min] }', 'rate_limits.base'],
+    ['rate_limits: { account: [1/s, 5/sec] }', 'rate_limits.account'],
+    ['rate_limits: { ip_ceiling: [10/minute, 20/min] }', 'rate_limits.ip_ceiling'],
+    [
+      'rate_limits: { rules: [{ name: r, path: /x, limits: [5/hour, 6/hour] }] }',
+      'rate_limits.rules[0].limits',
+    ],
+  ])('%s is refused naming %s', (yaml, field) => {
+    const r = parseConfig(yaml, {})
+    expect(r.ok).toBe(false)
+    if (!r.ok) expect(r.problems.map((p) => p.field)).toContain(field)
+  })
+
+  it('rates with different windows are fine', () => {
+    expect(parseConfig('rate_limits: { base: [100/min, 6000/hour, 5/s] }', {}).ok).toBe(true)
+  })
+})

@@ -109,6 +109,34 @@ describe('findings 3, 6, 12: the store', () => {
     }
   }, 20_000)
 
+  // Issue #22 item 2: the same, before the gateway has had its first answer from a script. It
+  // knew no offset to the store's clock, sent no deadline, and three of the 503s were charged
+  // when Redis woke (remaining 6 where 9 was right).
+  it('issue 22 (cold freeze): 503s answered before the first script answer are never charged', async () => {
+    const prefix = `${db.redis.prefix}cold:`
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${db.redis.url}", prefix: "${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: 10/min }`
+      )
+    )
+    const pid = redisPid(db.redis.port)
+    try {
+      process.kill(pid, 'SIGSTOP')
+      const statuses: number[] = []
+      for (let i = 0; i < 12; i++) statuses.push((await send(gw.port, { path: rows })).status)
+      expect(statuses).toEqual(Array(12).fill(503))
+      process.kill(pid, 'SIGCONT')
+      await new Promise((r) => setTimeout(r, 1500))
+      const next = await send(gw.port, { path: rows })
+      expect(next.status).toBe(200)
+      expect(next.headers['x-ratelimit-remaining']).toBe('9')
+    } finally {
+      process.kill(pid, 'SIGCONT')
+      await gw.stop()
+    }
+  }, 20_000)
+
   it('finding 12: while Redis is down a call takes at most one store.timeout_ms (none once it is known down)', async () => {
     const gw = await startGateway(
       testYaml(

@@ -79,3 +79,27 @@ describe('UpgradeRecorder: counts in memory, writes in batches', () => {
     })
   })
 })
+
+// Issue #22: each instance kept the first 1,000 distinct keys per entry between two flushes,
+// so a real client calling 1/s beside thousands of fresh UUIDs a second showed 2 or 4 of its
+// 10 calls. Totals stay exact; a returning client is never pushed out by one-offs.
+describe('UpgradeRecorder under a flood of one-off keys', () => {
+  it('a client calling steadily keeps (nearly) all its calls in the top keys', async () => {
+    const store = new MemoryReportStore()
+    const rec = new UpgradeRecorder(store)
+    const t0 = Date.UTC(2026, 10, 23, 12)
+    let n = 0
+    for (let second = 0; second < 10; second++) {
+      rec.record('e', 'base:steady', t0 + second * 1000)
+      for (let i = 0; i < 3500; i++)
+        rec.record('e', `base:oneoff${n++}`, t0 + second * 1000 + i / 4)
+      if (second % 2 === 1) await rec.flush(t0 + second * 1000 + 999)
+    }
+    await rec.flush(t0 + 10_000)
+    const usage = (await store.read(['e'], t0 + 10_000)).get('e')!
+    expect(usage.calls).toBe(10 + 35_000) // exact
+    const steady = usage.topKeys.find((k) => k.key === 'base:steady')
+    expect(steady?.calls).toBeGreaterThanOrEqual(9) // its first call may find the batch full
+    expect(usage.topKeys[0]!.key).toBe('base:steady')
+  })
+})

@@ -223,3 +223,43 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     )
   })
 })
+
+// Issue #22 item 1: the timeout was a timer; on a starved event loop it fired (timers phase)
+// before the poll phase read the reply Redis had sent in microseconds, so load alone counted
+// store failures and sent instances to their fallback.
+describe('RedisStore: a reply sent in time is never a timeout of a late event loop', () => {
+  it('the loop busy for 4 × the timeout while Redis answers: the call is answered, not failed', async () => {
+    const { redisClient } = await import('../../src/limiter/redis-client.js')
+    const client = redisClient({
+      url: db.redis.url,
+      cluster: [],
+      prefix: 'x:',
+      timeoutMs: 50,
+      onError: 'open',
+      leases: false,
+    })
+    const store = new RedisStore(client, { prefix: `${db.redis.prefix}late:`, timeoutMs: 50 })
+    try {
+      await new Promise((r) => client.once('ready', r))
+      const c = charge(1000)
+      await store.consume([c], Date.now()) // the store clock's offset known
+      for (let i = 0; i < 5; i++) {
+        const call = store.consume([c], Date.now())
+        const until = Date.now() + 200
+        while (Date.now() < until) {
+          /* the gateway's loop is busy: Redis answers meanwhile, the reply waits in the socket */
+        }
+        await expect(call).resolves.toMatchObject({ allowed: true })
+      }
+    } finally {
+      client.disconnect()
+    }
+  })
+
+  it('a store that does not answer still fails within about the timeout', async () => {
+    const { answerWithin } = await import('../../src/limiter/redis-store.js')
+    const t0 = performance.now()
+    await expect(answerWithin(new Promise(() => {}), 50)).rejects.toThrow(/no answer within 50 ms/)
+    expect(performance.now() - t0).toBeLessThan(500)
+  })
+})
