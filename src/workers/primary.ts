@@ -21,9 +21,8 @@ interface Pending {
 /**
  * The primary's side of `workers: N` (issue #14): it forks the proxy processes, hands each the
  * running configuration, replaces one that dies, collects their metrics and summaries, and
- * drains them on SIGTERM. The proxy listener is the cluster's shared one: the primary accepts
- * and hands connections round-robin (Node's default scheduling on Linux, which spreads load
- * evenly where the kernel's own wake-ups would not).
+ * drains them on SIGTERM. The proxy listener is the cluster's shared one, and each worker
+ * accepts from it (SCHED_NONE, see start()).
  */
 export class WorkerPool {
   private readonly listening = new Set<number>()
@@ -45,6 +44,11 @@ export class WorkerPool {
 
   /** Forks every worker; resolves with the shared proxy address once all of them listen. */
   start(): Promise<AddressInfo> {
+    // Issue #22: the workers accept from the shared socket themselves (SCHED_NONE). Under
+    // Node's round-robin policy the primary accepts and hands each connection over; one handed
+    // to a worker that is killed before it takes it stays open in the primary, unanswered,
+    // until its client gives up. Here a killed worker's connections close with it.
+    cluster.schedulingPolicy = cluster.SCHED_NONE
     cluster.setupPrimary({ serialization: 'advanced' })
     cluster.on('message', (worker, m) => this.onAnswer(worker, m))
     return new Promise((resolve, reject) => {

@@ -37,3 +37,20 @@ describe('Metrics.renderWith (a primary and its workers)', () => {
     expect(value(text, 'basegate_config_reloads_total{result="refused"}')).toBe(1)
   })
 })
+
+// Issue #22 item 3: what a SIGKILL would lose (calls of shares held) shows in /metrics, summed
+// over the workers.
+describe('basegate_lease_calls_held', () => {
+  it('reads the leasing store at each scrape, and the primary adds the workers up', async () => {
+    const primary = new Metrics({ version: '9.9.9', processMetrics: false })
+    const w1 = new Metrics({ version: '9.9.9', processMetrics: false })
+    const w2 = new Metrics({ version: '9.9.9', processMetrics: false })
+    let held = 7
+    w1.watchLeases(() => held)
+    w2.watchLeases(() => 5)
+    expect(value(await w1.registry.metrics(), 'basegate_lease_calls_held')).toBe(7)
+    held = 3
+    const text = await primary.renderWith([await w1.snapshot(), await w2.snapshot()])
+    expect(value(text, 'basegate_lease_calls_held')).toBe(8)
+  })
+})
