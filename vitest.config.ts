@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // test/tools/ needs promtool and systemd-analyze: `.ci/tools` runs it (vitest.tools.config.ts).
+    exclude: ['test/tools/**', 'node_modules/**'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,

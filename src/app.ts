@@ -79,7 +79,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const done = (outcome: Outcome, dryRun: DryRun | null = g.dryRun) =>
       finish(g, begun, outcome, dryRun)
 
-    const sized = await sizedBody(sizeDeps, req, snapshot, g)
+    const maybe = sizedBody(sizeDeps, req, snapshot, g)
+    const sized = maybe instanceof Promise ? await maybe : maybe
     if (sized.kind === 'aborted')
       return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
     if (sized.kind === 'unavailable') {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { loadConfigOrExit } from './process/load.js'
+import { formatWarnings, loadConfigOrExit } from './process/load.js'
 import { parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
 import type { ConfigProblem } from './types.js'
 import { runUpgradeReport } from './history/report-cli.js'
@@ -39,7 +39,8 @@ export function version(): string {
 
 /** `basegate check`: exit 0 when the configuration is valid, else 2 with one line per problem. */
 async function check(cli: Cli): Promise<never> {
-  await loadConfigOrExit(cli.file, process.env, cli.flags, cli.problems)
+  const { warnings } = await loadConfigOrExit(cli.file, process.env, cli.flags, cli.problems)
+  if (warnings.length > 0) process.stderr.write(formatWarnings(warnings) + '\n')
   process.stdout.write(`${cli.file}: valid\n`)
   process.exit(0)
 }

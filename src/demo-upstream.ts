@@ -60,7 +60,15 @@ export function createDemoUpstream() {
 }
 
 export function runDemoUpstream(port: number, host = '127.0.0.1'): void {
-  createDemoUpstream().listen(port, host, () => {
+  const server = createDemoUpstream()
+  // Issue #25: a busy port is one line and exit 1, not a stack trace.
+  server.once('error', (err: NodeJS.ErrnoException) => {
+    const why =
+      err.code === 'EADDRINUSE' ? 'is in use' : `cannot be used (${err.code ?? err.message})`
+    process.stderr.write(`demo-upstream: port ${port} on ${host} ${why}; try --port N\n`)
+    process.exit(1)
+  })
+  server.listen(port, host, () => {
     process.stdout.write(`demo upstream (SeaTable-shaped answers) on http://${host}:${port}\n`)
   })
 }

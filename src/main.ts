@@ -2,7 +2,7 @@
 import cluster from 'node:cluster'
 import { systemClock } from './clock.js'
 import { parseCli } from './cli.js'
-import { loadConfigOrExit } from './process/load.js'
+import { formatWarnings, loadConfigOrExit } from './process/load.js'
 import { runPrimary } from './process/primary.js'
 import type { Runtime } from './process/runtime.js'
 import { serveAlone } from './process/serve-alone.js'
@@ -30,7 +30,9 @@ async function main(): Promise<void> {
   // The marker, not cluster.isWorker alone: under an outer cluster (PM2's cluster mode)
   // basegate is an ordinary process.
   if (cluster.isWorker && env.BASEGATE_WORKER === '1') return runWorker(cli, runtime)
-  const config = await loadConfigOrExit(cli.file, env, cli.flags, cli.problems)
+  const { config, warnings } = await loadConfigOrExit(cli.file, env, cli.flags, cli.problems)
+  // Said before the first log line, as `check` says them.
+  if (warnings.length > 0) process.stderr.write(formatWarnings(warnings) + '\n')
   const count = resolveWorkers(config.workers)
   if (count === 1) return serveAlone(cli, config, runtime)
   return runPrimary(cli, config, runtime, count)

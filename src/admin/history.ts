@@ -2,7 +2,7 @@ import type { Hono } from 'hono'
 import { HISTORY } from '../history/match.js'
 import type { HistoryIndex } from '../history/match.js'
 import type { ReportStore } from '../history/report-store.js'
-import { upgradeReport } from '../history/report.js'
+import { beyondHistory, upgradeReport } from '../history/report.js'
 import { parseVersion } from '../history/version.js'
 
 export interface HistoryDeps {
@@ -31,6 +31,8 @@ export function historyRoutes(app: Hono, deps: HistoryDeps): void {
   app.get('/v1/upgrade-report', async (c) => {
     const to = parseVersion(c.req.query('to') ?? '')
     if (to === null) return c.json({ error_msg: 'give the version to upgrade to: ?to=6.2' }, 400)
+    const beyond = beyondHistory(HISTORY, to)
+    if (beyond !== null) return c.json({ error_msg: beyond }, 400)
     const fromText = c.req.query('from')
     const from = fromText === undefined ? deps.serverVersion() : parseVersion(fromText)
     if (fromText !== undefined && from === null)

@@ -179,6 +179,14 @@ function buildRules(problems: ConfigProblem[], file: LimitsFile): RuleConfig[] {
 
 function buildListeners(problems: ConfigProblem[], f: Filled): Pick<Config, 'listen' | 'admin'> {
   const { host: adminHost, token: adminToken, port: adminPort } = f.admin
+  // Issue #25: an unfilled env.example under compose 1.x made the comment text the token.
+  if (/\s|^#/.test(adminToken)) {
+    problems.push({
+      field: 'admin.token',
+      message:
+        'looks like a placeholder (it has white space or starts with #); set a secret, e.g. `openssl rand -hex 24`',
+    })
+  }
   if (adminToken === '' && !isLoopback(adminHost)) {
     // SPEC §7: without a token the admin listener binds only to loopback.
     problems.push({
@@ -320,4 +328,43 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     history: { removed: f.history.removed, deprecationHeaders: f.history.deprecation_headers },
   }
   return problems.length > 0 ? { problems } : { config, problems }
+}
+
+/** The methods a request can have (RFC 9110 and PATCH); a rule naming another never matches. */
+const METHODS = new Set([
+  'GET',
+  'HEAD',
+  'POST',
+  'PUT',
+  'DELETE',
+  'PATCH',
+  'OPTIONS',
+  'CONNECT',
+  'TRACE',
+])
+
+/**
+ * Issue #25: rules that can never match, as warnings (`check` prints them, a start or reload
+ * logs them): a `{placeholder}` other than `{base_uuid}` is read as literal text, and a method
+ * no request has matches nothing.
+ */
+export function ruleWarnings(config: Config): ConfigProblem[] {
+  const out: ConfigProblem[] = []
+  config.rateLimits.rules.forEach((r, i) => {
+    for (const m of r.path.matchAll(/\{([^}]*)\}/g)) {
+      if (m[1] !== 'base_uuid')
+        out.push({
+          field: `rate_limits.rules[${i}].path`,
+          message: `{${m[1]}} is not a placeholder (only {base_uuid} is): it matches only that literal text, so the rule never matches`,
+        })
+    }
+    for (const m of r.methods ?? []) {
+      if (!METHODS.has(m))
+        out.push({
+          field: `rate_limits.rules[${i}].method`,
+          message: `${JSON.stringify(m)} is not an HTTP method a request can have: the rule never matches it`,
+        })
+    }
+  })
+  return out
 }

@@ -7,7 +7,14 @@ import { compileSnapshot, type Snapshot } from './snapshot.js'
 import { isLoopback } from './build.js'
 
 export type ReloadResult =
-  | { ok: true; config: Config; changed: string[]; needsRestart: string[] }
+  | {
+      ok: true
+      config: Config
+      changed: string[]
+      needsRestart: string[]
+      /** Valid but surely not meant (a rule that can never match). */
+      warnings: ConfigProblem[]
+    }
   | { ok: false; problems: ConfigProblem[] }
 
 /** Settings bound at start (sockets, pools, connections): a reload keeps the running values. */
@@ -100,7 +107,7 @@ export class ConfigHolder {
     }
     const changed = diff(running, config)
     this.snap = compileSnapshot(config, this.teams)
-    return { ok: true, config, changed, needsRestart }
+    return { ok: true, config, changed, needsRestart, warnings: result.warnings }
   }
 
   /**

@@ -2,11 +2,13 @@ import { readFile } from 'node:fs/promises'
 import YAML, { isScalar, Scalar, visit } from 'yaml'
 import type { $ZodIssue } from 'zod/v4/core'
 import type { Config, ConfigProblem } from '../types.js'
-import { buildConfig } from './build.js'
+import { buildConfig, ruleWarnings } from './build.js'
 import { limitsFileSchema } from './schema.js'
 import { applyFlagsToDocument, type FlagOverrides } from './overrides.js'
 
-export type LoadResult = { ok: true; config: Config } | { ok: false; problems: ConfigProblem[] }
+export type LoadResult =
+  /** `warnings`: what is valid but surely not meant (a rule that can never match). */
+  { ok: true; config: Config; warnings: ConfigProblem[] } | { ok: false; problems: ConfigProblem[] }
 
 const VAR_RE = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
@@ -149,6 +151,12 @@ function validate(raw: unknown): { config?: Config; problems: ConfigProblem[] } 
     let dropped = false
     for (const issue of parsed.error.issues) {
       problems.push(...issueToProblems(issue))
+      // A broken rule is set aside whole (its problem named once): dropping only its bad field
+      // would report the field as missing too, and splicing it out would renumber the rest.
+      if (standInForRule(raw, issue.path)) {
+        dropped = true
+        continue
+      }
       const keys =
         issue.code === 'unrecognized_keys'
           ? issue.keys.map((k) => [...issue.path, k])
@@ -158,6 +166,18 @@ function validate(raw: unknown): { config?: Config; problems: ConfigProblem[] } 
     if (!dropped) break
   }
   return { problems: dedupe(problems) }
+}
+
+/** Replaces `rate_limits.rules[i]` (an issue's path inside it) with a rule the schema accepts. */
+function standInForRule(raw: unknown, path: readonly PropertyKey[]): boolean {
+  if (path[0] !== 'rate_limits' || path[1] !== 'rules' || typeof path[2] !== 'number') return false
+  const rules = (raw as { rate_limits?: { rules?: unknown[] } }).rate_limits?.rules
+  if (!Array.isArray(rules) || rules[path[2]] === undefined) return false
+  const i = path[2]
+  const standIn = { name: `__set_aside_${i}__`, path: '/', limits: 'unlimited' }
+  if (JSON.stringify(rules[i]) === JSON.stringify(standIn)) return false
+  rules[i] = standIn
+  return true
 }
 
 function dedupe(problems: ConfigProblem[]): ConfigProblem[] {
@@ -209,7 +229,7 @@ export function parseConfig(
   const v = validate(raw)
   const all = dedupe([...problems, ...v.problems])
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
-  return { ok: true, config: v.config }
+  return { ok: true, config: v.config, warnings: ruleWarnings(v.config) }
 }
 
 /** `a.b[2].c` → ['a', 'b', 2, 'c']. */

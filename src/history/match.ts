@@ -157,6 +157,13 @@ export function decide(
     const sec = index.releaseSec(deprecated.version)
     headers = {}
     if (sec !== null) headers['deprecation'] = `@${sec}`
+    // RFC 8594: where the history names the release that removes it (an entry removing the
+    // same endpoint, later than this server), that release's date.
+    const removal = matches.find(
+      (e) => e.kind === 'removed' && compareVersions(e.version, server) > 0
+    )
+    const sunsetSec = removal === undefined ? null : index.releaseSec(removal.version)
+    if (sunsetSec !== null) headers['sunset'] = new Date(sunsetSec * 1000).toUTCString()
     if (deprecated.replacement)
       headers['link'] =
         `<${successor(deprecated.replacement, request.uuid)}>; rel="successor-version"`

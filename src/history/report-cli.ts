@@ -1,6 +1,6 @@
 import { request } from 'undici'
 import { redisClient } from '../limiter/redis-client.js'
-import { upgradeReport } from './report.js'
+import { beyondHistory, upgradeReport } from './report.js'
 import { loadConfigOrExit } from '../process/load.js'
 import type { FlagOverrides } from '../config/overrides.js'
 import { HISTORY } from './match.js'
@@ -115,11 +115,16 @@ export async function runUpgradeReport(
     process.stderr.write('--to: give the version to upgrade to, e.g. --to 6.2\n')
     process.exit(2)
   }
+  const beyond = beyondHistory(HISTORY, version)
+  if (beyond !== null) {
+    process.stderr.write(`--to: ${beyond}\n`)
+    process.exit(2)
+  }
   if (from !== undefined && parseVersion(from) === null) {
     process.stderr.write(`--from: ${JSON.stringify(from)} is not a version\n`)
     process.exit(2)
   }
-  const config = await loadConfigOrExit(load.file, load.env, load.flags)
+  const { config } = await loadConfigOrExit(load.file, load.env, load.flags)
   const report =
     (await fromAdmin(config, version, from)) ??
     (await fromStore(config, version, from ?? undefined))

@@ -38,3 +38,13 @@ export async function upgradeReport(
   rows.sort((a, b) => b.calls - a.calls || compareVersions(a.version, b.version))
   return { from, to, entries: rows }
 }
+
+/**
+ * Issue #25: a version past the newest release the history knows is not an all-clear: nothing
+ * is known about what it breaks. The reason to give, or null for a known version.
+ */
+export function beyondHistory(index: HistoryIndex, to: string): string | null {
+  const newest = index.releases[0]?.version
+  if (newest === undefined || compareVersions(to, newest) <= 0) return null
+  return `${to} is past ${newest}, the newest release in basegate's change history: what it breaks is not known (a newer basegate may know)`
+}

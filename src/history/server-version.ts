@@ -3,6 +3,9 @@ import type { Logger } from '../observe/log.js'
 import { parseVersion } from './version.js'
 
 const POLL_MS = 10 * 60_000
+/** While the version is unknown: the first retry, and the longest wait between two. */
+const RETRY_FIRST_MS = 1_000
+const RETRY_MAX_MS = 30_000
 
 /**
  * GET /server-info/ on the upstream: its major.minor (null when it answered without one), or
@@ -57,6 +60,7 @@ export interface ServerVersionOptions {
 export class ServerVersion {
   private fetched: string | null = null
   private timer: NodeJS.Timeout | null = null
+  private stopped = false
   private last: string | null | undefined = undefined
 
   constructor(private readonly opts: ServerVersionOptions) {}
@@ -97,14 +101,34 @@ export class ServerVersion {
     this.settle()
   }
 
+  /**
+   * Asks now, then every pollMs once the version is known; while it is unknown (auto and no
+   * answer yet: a server still starting), again after 1, 2, 4 … s, at most 30 s apart, so removed
+   * endpoints are answered 410 within seconds of the server coming up (issue #25).
+   */
   start(): void {
-    void this.refresh()
-    const every = this.opts.pollMs ?? POLL_MS
-    this.timer = setInterval(() => void this.refresh(), every)
-    this.timer.unref()
+    this.stopped = false
+    const poll = this.opts.pollMs ?? POLL_MS
+    const first = Math.min(RETRY_FIRST_MS, poll)
+    const longest = Math.min(RETRY_MAX_MS, poll)
+    const next = (waitMs: number): void => {
+      if (this.stopped) return
+      this.timer = setTimeout(() => {
+        void this.refresh().then(() => {
+          const unknown = this.opts.configured() === 'auto' && this.fetched === null
+          next(unknown ? Math.min(waitMs * 2, longest) : poll)
+        })
+      }, waitMs)
+      this.timer.unref?.() // (a test's fake timer may have none)
+    }
+    void this.refresh().then(() => {
+      const unknown = this.opts.configured() === 'auto' && this.fetched === null
+      next(unknown ? first : poll)
+    })
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer)
+    this.stopped = true
+    if (this.timer) clearTimeout(this.timer)
   }
 }

@@ -144,10 +144,20 @@ function historyStep(
   dryRun: DryRun | null
 ): GateResult {
   const { method, path, query, snapshot, admission } = at
-  const pass = { kind: 'pass' as const, admission, path, query, snapshot }
   const matches = HISTORY.match(method, path, query)
   if (matches.length === 0) {
-    return { ...pass, dryRun, history: NO_HISTORY, pendingHistory: [], apiChanges: [] }
+    const history = NO_HISTORY
+    return {
+      kind: 'pass',
+      admission,
+      path,
+      query,
+      snapshot,
+      dryRun,
+      history,
+      pendingHistory: [],
+      apiChanges: [],
+    }
   }
   const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
   const key = admission.classification.key
@@ -164,5 +174,15 @@ function historyStep(
   }
   const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
   const apiChanges = history.breaking.map((e) => e.id)
-  return { ...pass, dryRun, history, pendingHistory, apiChanges }
+  return {
+    kind: 'pass',
+    admission,
+    path,
+    query,
+    snapshot,
+    dryRun,
+    history,
+    pendingHistory,
+    apiChanges,
+  }
 }

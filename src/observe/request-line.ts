@@ -27,6 +27,21 @@ export const PLAIN_FIELDS = [
 
 type FieldKind = { string: string; number: number }
 
+/**
+ * The fields' part of a line, compiled once from PLAIN_FIELDS into straight-line code (as
+ * fast-json-stringify does): a loop over the list with computed property reads cost 4 % of a
+ * request's CPU in the rotating bench; this reads each field by its name. The names are the
+ * list's own identifiers, never input.
+ */
+const fields = new Function(
+  'l',
+  'return ' +
+    PLAIN_FIELDS.map(([k, kind]) => {
+      const value = kind === 'string' ? `JSON.stringify(l.${k})` : `l.${k}`
+      return `(l.${k} === undefined ? '' : ',"${k}":' + ${value})`
+    }).join(' + ')
+) as (l: Record<string, unknown>) => string
+
 /** A plain request line: every field of PLAIN_FIELDS, absent ones undefined. */
 export type PlainLine = {
   [F in (typeof PLAIN_FIELDS)[number] as F[0]]: FieldKind[F[1]] | undefined
@@ -48,11 +63,10 @@ export function createPlainLineWriter(
   if (!stream || typeof stream.write !== 'function' || typeof chindings !== 'string') return null
   return (l, level = 'info', msg = 'request') => {
     if (!logger.isLevelEnabled(level)) return
-    let out = `{"level":"${level}","time":${Date.now()}${chindings}`
-    for (const [k, kind] of PLAIN_FIELDS) {
-      const v = l[k]
-      if (v !== undefined) out += `,"${k}":${kind === 'string' ? JSON.stringify(v) : v}`
-    }
-    stream.write(out + `,"msg":${JSON.stringify(msg)}}\n`)
+    stream.write(
+      `{"level":"${level}","time":${Date.now()}${chindings}` +
+        fields(l) +
+        `,"msg":${JSON.stringify(msg)}}\n`
+    )
   }
 }

@@ -69,6 +69,7 @@ function reloader(core: Omit<Core, 'reload'>, onApplied: (config: Config) => voi
     logger.info({ file, source, changed: r.changed }, 'configuration reloaded')
     // A changed server.version takes effect now; under auto, the upstream is asked again.
     void core.serverVersion.refresh()
+    for (const w of r.warnings) logger.warn({ field: w.field }, w.message)
     if (r.needsRestart.length > 0) {
       logger.warn(
         { fields: r.needsRestart },

@@ -11,12 +11,17 @@ export async function loadConfigOrExit(
   env: NodeJS.ProcessEnv,
   flags: FlagOverrides,
   flagProblems: readonly ConfigProblem[] = []
-): Promise<Config> {
+): Promise<{ config: Config; warnings: ConfigProblem[] }> {
   const loaded = await loadConfigFile(file, env, flags)
   const problems = [...flagProblems, ...(loaded.ok ? [] : loaded.problems)]
   if (!loaded.ok || problems.length > 0) {
     process.stderr.write(formatProblems(problems) + '\n')
     process.exit(2)
   }
-  return loaded.config
+  return { config: loaded.config, warnings: loaded.warnings }
+}
+
+/** Warnings as `warning: field: message` lines, for the terminal. */
+export function formatWarnings(warnings: readonly ConfigProblem[]): string {
+  return warnings.map((w) => `warning: ${w.field}: ${w.message}`).join('\n')
 }

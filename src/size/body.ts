@@ -1,9 +1,9 @@
 import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Snapshot } from '../config/snapshot.js'
-import { sizeCheckFor } from './actions.js'
+import { sizeCheckFor, type SizeCheck } from './actions.js'
 import { heldThenRest, type BufferBudget, type HeldBody } from './body-buffer.js'
-import { checkSize, type SizeRefusal } from './check.js'
+import { checkSize, listRowsRefusal, type SizeRefusal } from './check.js'
 
 // The size room's one door for the request path: after the gate admitted a call, check its
 // action's size limit and hand back what to forward. The forwarder knows nothing of sizes.
@@ -31,6 +31,13 @@ export interface SizeDeps {
 }
 
 const NOTHING = () => {}
+/** Most calls: no size check, the request streams (one shared answer, nothing allocated). */
+const AS_IS: SizedBody = Object.freeze({
+  kind: 'forward',
+  body: undefined,
+  broken: null,
+  release: NOTHING,
+}) as SizedBody
 
 function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
   if (body === null) return NOTHING
@@ -40,15 +47,36 @@ function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
   }
 }
 
-/** SPEC §4 on an admitted call (a size-refused call has used its rate slot). */
-export async function sizedBody(
+/**
+ * SPEC §4 on an admitted call (a size-refused call has used its rate slot). Synchronous where
+ * no body is read (no check, or the list's `limit` query), so most calls take no extra turn.
+ */
+export function sizedBody(
   deps: SizeDeps,
   req: IncomingMessage,
   snapshot: Snapshot,
   at: { path: string; query: string }
-): Promise<SizedBody> {
+): SizedBody | Promise<SizedBody> {
   const check = sizeCheckFor(req.method ?? 'GET', at.path)
-  if (check === null) return { kind: 'forward', body: undefined, broken: null, release: NOTHING }
+  if (check === null) return AS_IS
+  if (check.counts === 'query') {
+    const limit = snapshot.config.sizeLimits.listRows
+    const broken = listRowsRefusal(at.query, limit)
+    if (broken === null) return AS_IS
+    if (snapshot.config.mode === 'enforce')
+      return { kind: 'refused', refusal: broken, release: NOTHING }
+    return { kind: 'forward', body: undefined, broken, release: NOTHING }
+  }
+  return bodySized(deps, req, snapshot, at, check)
+}
+
+async function bodySized(
+  deps: SizeDeps,
+  req: IncomingMessage,
+  snapshot: Snapshot,
+  at: { path: string; query: string },
+  check: SizeCheck
+): Promise<SizedBody> {
   const limits = snapshot.config.sizeLimits
   const r = await checkSize(check, req, at.query, {
     limits,

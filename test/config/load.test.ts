@@ -291,3 +291,46 @@ describe('two rates with one window', () => {
     expect(parseConfig('rate_limits: { base: [100/min, 6000/hour, 5/s] }', {}).ok).toBe(true)
   })
 })
+
+// Issue #25: `check` lists every problem at once: a broken rule no longer stops the cross-field
+// checks nor adds a second, bogus line; a rule that can never match is a warning.
+describe('every problem at once, and rules that can never match', () => {
+  it('a bad rule path and a cross-field problem, one line each', () => {
+    const r = parseConfig(
+      'rate_limits: { base: [100/min, 50/min], rules: [{ name: a, path: rows, limits: 5/min }, { name: b, path: /x, limits: 5/mn }] }\nadmin: { host: 0.0.0.0 }',
+      {}
+    )
+    expect(r.ok).toBe(false)
+    if (r.ok) return
+    const fields = r.problems.map((p) => p.field)
+    expect(fields).toContain('rate_limits.rules[0].path')
+    expect(fields).toContain('rate_limits.rules[1].limits')
+    expect(fields).toContain('rate_limits.base')
+    expect(fields).toContain('admin.host')
+    // One line for the broken path: not also "required" for it, nor one for a stand-in.
+    expect(fields.filter((f) => f.startsWith('rate_limits.rules[0]'))).toEqual([
+      'rate_limits.rules[0].path',
+    ])
+    expect(r.problems.every((p) => !p.message.includes('set-aside'))).toBe(true)
+  })
+
+  it('warns about {baseuuid} and a method no request has, and still loads', () => {
+    const r = parseConfig(
+      'rate_limits: { rules: [{ name: a, method: [GETT], path: "/api-gateway/api/v2/dtables/{baseuuid}/rows/", limits: 5/min }] }',
+      {}
+    )
+    expect(r.ok).toBe(true)
+    if (!r.ok) return
+    expect(r.warnings.map((w) => w.field)).toEqual([
+      'rate_limits.rules[0].path',
+      'rate_limits.rules[0].method',
+    ])
+    expect(r.warnings[0]!.message).toContain('{baseuuid}')
+  })
+
+  it('refuses a placeholder admin token (an unfilled env.example under compose 1.x)', () => {
+    const r = parseConfig('admin: { token: "# openssl rand -hex 24" }', {})
+    expect(r.ok).toBe(false)
+    if (!r.ok) expect(r.problems[0]!.field).toBe('admin.token')
+  })
+})

@@ -165,41 +165,18 @@ describe('systemd unit', () => {
     )
     expect(unit).toMatch(/^RestartPreventExitStatus=2$/m)
   })
-  it('is a well-formed unit, and passes systemd-analyze verify where it is available', () => {
+  // systemd-analyze verify and security run from test/tools/ (`.ci/tools`, which installs them).
+  it('is a well-formed unit', () => {
     // Every line is blank, a comment, a [Section] or a Key=Value, in the three sections a service needs.
     for (const line of unit.split('\n'))
       expect(line, line).toMatch(/^(|#.*|\[(Unit|Service|Install)\]|[A-Za-z]+=.*)$/)
     expect(unit.match(/^\[(\w+)\]$/gm)).toEqual(['[Unit]', '[Service]', '[Install]'])
-    expect(spawnSync('systemd-analyze', ['--version']).status, 'systemd-analyze (installed by .ci/run)').toBe(0)
-    const r = spawnSync('systemd-analyze', ['verify', root('deploy/systemd/basegate.service')], {
-      encoding: 'utf8',
-    })
-    // A machine without node at /usr/bin/node may say so; nothing else may be reported.
-    expect(
-      r.stderr
-        .split('\n')
-        .filter(
-          (l) => l.includes('basegate.service') && !/node.*(not executable|No such file)/.test(l)
-        )
-    ).toEqual([])
-  })
-})
-
-describe('systemd hardening', () => {
-  it('systemd-analyze security rates the unit at 3.0 or under', () => {
-    const r = spawnSync('systemd-analyze', ['security', '--offline=true', root('deploy/systemd/basegate.service')], { encoding: 'utf8' })
-    const m = /Overall exposure level for basegate\.service: ([\d.]+)/.exec(r.stdout + r.stderr)
-    expect(m, r.stdout + r.stderr).not.toBeNull()
-    expect(Number(m![1])).toBeLessThanOrEqual(3.0)
   })
 })
 
 describe('Prometheus alert rules', () => {
   const file = 'deploy/prometheus/alerts.yml'
-  it('pass promtool check rules', () => {
-    const r = spawnSync('promtool', ['check', 'rules', root(file)], { encoding: 'utf8' })
-    expect(r.status, `promtool (installed by .ci/run): ${r.stdout}${r.stderr}`).toBe(0)
-  })
+  // promtool check rules runs from test/tools/ (`.ci/tools`).
   it('cover the store, readiness, upstream errors, the 429 share, quotas at 80 % and 100 %, reloads; on metrics that exist', () => {
     const rules = YAML.parse(read(file)).groups.flatMap((g: { rules: unknown[] }) => g.rules) as { alert: string; expr: string }[]
     const exposed = new Set(new Metrics().names())

@@ -188,3 +188,42 @@ describe('basegate check (SPEC §1)', () => {
     expect(lines).toHaveLength(4)
   })
 })
+
+// Issue #25: a first run that works as written, and answers nobody can misread.
+describe('first-run answers', () => {
+  it('check prints the warnings of a rule that can never match, and still exits 0', async () => {
+    const r = await runOnce([
+      'check',
+      '--config',
+      writeConfig(
+        'rate_limits: { rules: [{ name: a, method: GETT, path: "/api-gateway/api/v2/dtables/{baseuuid}/rows/", limits: 5/min }] }\n'
+      ),
+    ])
+    expect(r.code).toBe(0)
+    expect(r.stderr).toMatch(/^warning: rate_limits\.rules\[0\]\.path: \{baseuuid\}/m)
+    expect(r.stderr).toMatch(/^warning: rate_limits\.rules\[0\]\.method: "GETT"/m)
+  })
+
+  it('upgrade-report --to a version past the known history says so and exits 2', async () => {
+    const r = await runOnce(['upgrade-report', '--to', '7.0', '--config', writeConfig('')])
+    expect(r.code).toBe(2)
+    expect(r.stderr).toMatch(/7\.0 is past 6\.2, the newest release/)
+    expect(r.stdout).toBe('')
+  })
+
+  it('demo-upstream on a busy port says so in one line and exits 1', async () => {
+    const { createServer } = await import('node:net')
+    const busy = createServer()
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r))
+    const port = (busy.address() as { port: number }).port
+    try {
+      const r = await runOnce(['demo-upstream', '--port', String(port)])
+      expect(r.code).toBe(1)
+      expect(r.stderr.trim().split('\n')).toEqual([
+        `demo-upstream: port ${port} on 127.0.0.1 is in use; try --port N`,
+      ])
+    } finally {
+      busy.close()
+    }
+  })
+})

@@ -112,6 +112,12 @@ describe('a 6.2 server (auto): removed endpoints answered 410, counted like thei
 describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link', () => {
   const s = useServerBehindGateway({ current: '5.2' })
 
+  it('Sunset on /dtable-server/ too', async () => {
+    const r = await send(s.gw.port, { path: `/dtable-server/api/v1/dtables/${U}/metadata/` })
+    expect(r.status).toBe(200)
+    expect(r.headers.sunset).toBe('Mon, 16 Jun 2025 00:00:00 GMT')
+  })
+
   it('RFC 9745: @ the deprecating release (00:00 UTC), and the successor', async () => {
     const r = await send(s.gw.port, {
       path: `/dtable-db/api/v1/query/${U}/`,
@@ -122,6 +128,8 @@ describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link
     expect(r.status).toBe(200)
     expect(r.headers.deprecation).toBe(`@${Date.parse('2025-02-25T00:00:00Z') / 1000}`)
     expect(r.headers.link).toBe(`</api-gateway/api/v2/dtables/${U32}/>; rel="successor-version"`)
+    // RFC 8594 (issue #24): the release that removes it, 5.3, as an HTTP-date.
+    expect(r.headers.sunset).toBe('Mon, 16 Jun 2025 00:00:00 GMT')
     expect(forwarded(s.up, '/dtable-db/')).toBe(1)
     // It breaks at 5.3: the log line says so, and the metric counts it.
     const line = await s.gw.waitForLog((l) => l.path === `/dtable-db/api/v1/query/${U}/`)

@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import { ServerVersion } from '../../src/history/server-version.js'
 import { upgradeReport } from '../../src/history/report.js'
 import { compileHistory, decide, type HistoryPolicy } from '../../src/history/match.js'
 import { MemoryReportStore } from '../../src/history/report-store.js'
@@ -129,6 +130,7 @@ describe('decide: what a call means on a server of each version', () => {
     expect(d.headers).toEqual({
       deprecation: `@${Date.parse('2025-02-25T00:00:00Z') / 1000}`,
       link: `</api-gateway/api/v2/dtables/${U.replace(/-/g, '')}/>; rel="successor-version"`,
+      sunset: 'Mon, 16 Jun 2025 00:00:00 GMT',
     })
   })
   it('5.3 and later: 410 naming the endpoint, the version, its date and the replacement', () => {
@@ -217,5 +219,38 @@ describe('adding a release is adding rows', () => {
     expect(report.entries).toEqual([
       expect.objectContaining({ id: 'old-thing-removed', version: '6.3', calls: 3 }),
     ])
+  })
+})
+
+// Issue #25: while `auto` has no answer (a server still starting), ask again within seconds,
+// not after 10 minutes.
+describe('ServerVersion: asks again soon while unknown', () => {
+  it('retries after 1, 2, 4 s, then polls at pollMs once known', async () => {
+    vi.useFakeTimers()
+    try {
+      const answers: (string | null)[] = [null, null, null, '6.2']
+      const asked: number[] = []
+      const logger = { warn: () => {}, info: () => {} } as never
+      const sv = new ServerVersion({
+        configured: () => 'auto',
+        upstreamUrl: 'http://x',
+        logger,
+        pollMs: 600_000,
+        fetch: async () => {
+          asked.push(Date.now())
+          return answers.length > 0 ? answers.shift()! : '6.2'
+        },
+      })
+      const t0 = Date.now()
+      sv.start()
+      for (let i = 0; i < 20; i++) await vi.advanceTimersByTimeAsync(500)
+      expect(asked.map((t) => t - t0)).toEqual([0, 1000, 3000, 7000])
+      expect(sv.current()).toBe('6.2')
+      await vi.advanceTimersByTimeAsync(600_000)
+      expect(asked).toHaveLength(5)
+      sv.stop()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
