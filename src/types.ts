@@ -30,6 +30,8 @@ export interface RuleConfig {
 }
 
 export type HeadersMode = 'gateway' | 'all' | 'none'
+/** SPEC §10: which rate headers: the service's x-ratelimit-*, the IETF draft's, or both. */
+export type HeaderStyle = 'x-ratelimit' | 'ietf' | 'both'
 export type Mode = 'enforce' | 'dry-run'
 export type OnStoreError = 'open' | 'closed'
 
@@ -101,6 +103,7 @@ export interface Config {
     ipCeiling: RateList
   }
   headers: HeadersMode
+  headerStyle: HeaderStyle
   mode: Mode
   exempt: readonly string[]
   /** SPEC §2: never limited, never charged, no x-ratelimit headers. */

@@ -122,6 +122,7 @@ function filled(file: LimitsFile) {
     monthly_timezone: file.monthly?.timezone ?? D.monthly.timezone,
     ip_ceiling: file.rate_limits?.ip_ceiling ?? D.rate_limits.ip_ceiling,
     headers: file.headers ?? D.headers,
+    header_style: file.header_style ?? D.header_style,
     mode: file.mode ?? D.mode,
     exempt: file.exempt ?? D.exempt,
   }
@@ -319,6 +320,7 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
       ipCeiling: checkedRates(problems, 'rate_limits.ip_ceiling', f.ip_ceiling),
     },
     headers: f.headers,
+    headerStyle: f.header_style,
     mode: f.mode,
     exempt: f.exempt,
     allow: { clients: allowClients, bases: allowBases },

@@ -23,6 +23,7 @@ export const DEFAULTS = {
   rate_limits: { ip_ceiling: 'unlimited', rules: [] as unknown[] },
   allow: { clients: [] as string[], bases: [] as string[] },
   headers: 'gateway',
+  header_style: 'x-ratelimit',
   mode: 'enforce',
   exempt: DEFAULT_EXEMPT,
   size_limits: {

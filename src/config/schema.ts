@@ -114,6 +114,7 @@ export const limitsFileSchema = z.strictObject({
     })
     .optional(),
   headers: z.enum(['gateway', 'all', 'none']).optional(),
+  header_style: z.enum(['x-ratelimit', 'ietf', 'both']).optional(),
   mode: z.enum(['enforce', 'dry-run']).optional(),
   allow: z
     .strictObject({

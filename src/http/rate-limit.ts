@@ -1,6 +1,8 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Snapshot } from '../config/snapshot.js'
+import { monthBounds } from '../quota/month.js'
 import type { Classification, Decision, LimiterStore } from '../types.js'
+import { ietfFields } from './ietf-headers.js'
 import {
   rateHeaderValues,
   retryAfterSec,
@@ -77,22 +79,51 @@ export async function admit(
   const decision = await store.consume(charges, nowMs)
   const window = rateHeaderValues(decision, charges)
   const monthly = monthlyOf(classification, decision)
-  let headers: OutgoingHttpHeaders | null = null
-  if (classification.emitHeaders && window !== null) {
-    headers = {
-      'x-ratelimit-limit': window.limit,
-      'x-ratelimit-remaining': window.remaining,
-      'x-ratelimit-reset': window.resetSec,
-    }
-  }
+  const headers = classification.emitHeaders ? rateHeaders(config, decision, charges, window) : null
   const refused = decision.allowed ? null : monthly?.refused ? 'monthly' : 'rate'
-  // SPEC §4: retry-after goes on a real refusal only; dry-run forwards the call.
+  // SPEC §4: retry-after goes on a real refusal only; dry-run forwards the call. It is the
+  // latest retry time of the refusing windows, so never earlier than a refusing policy's `t`
+  // in the IETF fields (SPEC §10: both are rounded up from the same times).
+  let answer = headers
   if (refused !== null && config.mode === 'enforce') {
-    headers ??= {}
-    headers['retry-after'] = String(retryAfterSec(decision, charges))
+    // The call's own object, completed in place: no copy per refusal (the flood's path).
+    answer = headers ?? {}
+    answer['retry-after'] = String(retryAfterSec(decision, charges))
     // SPEC §4: a refusal is a bare 429.
-    headers['content-length'] = 0
+    answer['content-length'] = 0
   }
   const shadowRules = shadowRulesOver(decision, charges)
-  return { classification, clientIp, decision, window, headers, refused, shadowRules, monthly }
+  return {
+    classification,
+    clientIp,
+    decision,
+    window,
+    headers: answer,
+    refused,
+    shadowRules,
+    monthly,
+  }
+}
+
+/** The rate headers of `header_style` (SPEC §4, §10), or null when none applies. */
+function rateHeaders(
+  config: Snapshot['config'],
+  decision: Decision,
+  charges: Classification['charges'],
+  window: RateHeaderValues | null
+): OutgoingHttpHeaders | null {
+  const style = config.headerStyle
+  const headers: OutgoingHttpHeaders = {}
+  if (style !== 'ietf' && window !== null) {
+    headers['x-ratelimit-limit'] = window.limit
+    headers['x-ratelimit-remaining'] = window.remaining
+    headers['x-ratelimit-reset'] = window.resetSec
+  }
+  if (style !== 'x-ratelimit') {
+    const tz = config.monthly.timezone
+    const ietf = ietfFields(decision, charges, (endMs) => monthBounds(endMs - 1, tz).startMs)
+    if (ietf !== null) Object.assign(headers, ietf)
+  }
+  for (const _ in headers) return headers
+  return null
 }
