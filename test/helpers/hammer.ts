@@ -1,0 +1,46 @@
+import { Agent, request } from 'undici'
+import type { GatewayProcess } from './gateway-process.js'
+
+// Load on gateways sharing one store, and what the store's clock says was admitted.
+
+const U = 'cccccccc-0d3b-4c59-9a51-3e2d7c8b9a10'
+
+/** The most admissions inside any window of `ms` (sorted times). */
+export function busiestWindow(times: number[], ms: number): number {
+  const t = [...times].sort((a, b) => a - b)
+  let best = 0
+  let lo = 0
+  for (let hi = 0; hi < t.length; hi++) {
+    while (t[hi]! - t[lo]! >= ms) lo++
+    best = Math.max(best, hi - lo + 1)
+  }
+  return best
+}
+
+export async function hammer(
+  gws: GatewayProcess[],
+  seconds: number,
+  inFlight: number
+): Promise<number[]> {
+  const agent = new Agent({ connections: inFlight })
+  const deadline = Date.now() + seconds * 1000
+  let n = 0
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (Date.now() < deadline && n < 200_000) {
+        const g = gws[n++ % gws.length]!
+        const r = await request(`${g.url}/api-gateway/api/v2/dtables/${U}/rows/`, {
+          dispatcher: agent,
+        })
+        await r.body.dump()
+      }
+    })
+  )
+  await agent.close()
+  await new Promise((r) => setTimeout(r, 300)) // the last log lines
+  return gws.flatMap((g) =>
+    g.logs
+      .filter((l) => l.status === 200 && typeof l.store_ms === 'number')
+      .map((l) => l.store_ms as number)
+  )
+}
