@@ -145,20 +145,7 @@ function historyStep(
 ): GateResult {
   const { method, path, query, snapshot, admission } = at
   const matches = HISTORY.match(method, path, query)
-  if (matches.length === 0) {
-    const history = NO_HISTORY
-    return {
-      kind: 'pass',
-      admission,
-      path,
-      query,
-      snapshot,
-      dryRun,
-      history,
-      pendingHistory: [],
-      apiChanges: [],
-    }
-  }
+  if (matches.length === 0) return passOf(at, dryRun, NO_HISTORY, [])
   const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
   const key = admission.classification.key
   const history = checkHistory(deps, snapshot, { method, path, key }, known)
@@ -172,8 +159,23 @@ function historyStep(
     }
     dryRun = { ...dryRun, gone: entry.id }
   }
-  const pendingHistory = matches.filter((m) => m.bodyWithout !== null)
-  const apiChanges = history.breaking.map((e) => e.id)
+  return passOf(
+    at,
+    dryRun,
+    history,
+    matches.filter((m) => m.bodyWithout !== null)
+  )
+}
+
+/** A call to forward, with what the history made of it. */
+function passOf(
+  at: { path: string; query: string; snapshot: Snapshot; admission: Admission },
+  dryRun: DryRun | null,
+  history: HistoryDecision,
+  pendingHistory: readonly Match[]
+): Pass {
+  const { admission, path, query, snapshot } = at
+  const apiChanges = history.breaking.length === 0 ? [] : history.breaking.map((e) => e.id)
   return {
     kind: 'pass',
     admission,
