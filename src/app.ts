@@ -9,10 +9,10 @@ import { sendJsonError, sendRefusal } from './http/respond.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
-import { createFinisher } from './observe/request-log.js'
+import { begin, createFinisher } from './observe/request-log.js'
 import type { UsageSummary } from './observe/summary.js'
 import { BufferBudget } from './size/body-buffer.js'
-import { sizedBody } from './size/body.js'
+import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
 
 export interface GatewayDeps {
@@ -52,27 +52,33 @@ export function forwardOutcome(r: ForwardResult): Outcome {
   return { kind: 'forwarded', status: r.status, upstreamMs: r.upstreamMs }
 }
 
+/** The size room's needs: this process's body budget, and the metrics it feeds. */
+function sizeDepsOf(deps: GatewayDeps): SizeDeps {
+  const metrics = deps.metrics
+  return {
+    budget: new BufferBudget(),
+    processes: deps.processes ?? 1,
+    tmpDir: deps.tmpDir,
+    onHeld: (spilled, bufferedBytes) => {
+      if (spilled) metrics?.bodySpills.inc()
+      metrics?.bodyBufferedBytes.set(bufferedBytes)
+    },
+  }
+}
+
 /** The request's way through: gate → size check → forward, and one finish() at every exit. */
 export function createGateway(deps: GatewayDeps): Gateway {
   const { forwarder, logger } = deps
   const gate = createGate(deps)
   const finish = createFinisher(deps)
-  const metrics = deps.metrics
-  const sizeDeps = {
-    budget: new BufferBudget(),
-    processes: deps.processes ?? 1,
-    tmpDir: deps.tmpDir,
-    onHeld: (spilled: boolean, bufferedBytes: number) => {
-      if (spilled) metrics?.bodySpills.inc()
-      metrics?.bodyBufferedBytes.set(bufferedBytes)
-    },
-  }
+  const sizeDeps = sizeDepsOf(deps)
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const begun = { method: req.method ?? 'GET', startedMs: performance.now() }
+    const begun = begin(req)
+    const id = begun.requestId
     const g = await gate(req)
     if (g.kind === 'refuse') {
-      sendRefusal(res, g)
+      begun.bytesOut = sendRefusal(res, g, id)
       return finish(g, begun, g.outcome)
     }
     const { admission, path, snapshot } = g
@@ -84,7 +90,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
     if (sized.kind === 'aborted')
       return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
     if (sized.kind === 'unavailable') {
-      sendJsonError(res, 503, sized.message, { ...admission.headers, 'retry-after': '1' })
+      const headers = { ...admission.headers, 'retry-after': '1' }
+      begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
       return done({ kind: 'body_unavailable', message: sized.message })
     }
     if (sized.kind === 'refused') {
@@ -92,7 +99,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       const r = sized.refusal
       // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
       res.setHeader('connection', 'close')
-      sendJsonError(res, r.status, r.message, admission.headers)
+      begun.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
       return done({ kind: 'size_refused', ...r })
     }
     const dryRun = sized.broken === null ? g.dryRun : { ...g.dryRun, size: sized.broken }
@@ -112,8 +119,10 @@ export function createGateway(deps: GatewayDeps): Gateway {
           : { ...admission.headers, ...g.history.headers },
       body,
       timeoutMs: snapshot.config.upstream.timeoutMs,
+      requestId: id,
       done: (r) => {
         sized.release()
+        begun.bytesOut = r.bytesOut
         done(forwardOutcome(r), dryRun)
       },
     })

@@ -194,7 +194,7 @@ export interface Decision {
   windows: WindowState[]
   /** The clock the decision's times are on (the store's, for Redis), for retry-after. */
   nowMs: number
-  /** Redis: when the script ran, on the store's clock (the request line's `store_ms`). */
+  /** Redis: when the script ran, on the store's clock (the request line's `store_time`). */
   storeMs?: number
   /** Admitted from a lease this process holds, without a store call. */
   leased?: boolean

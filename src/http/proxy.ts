@@ -14,6 +14,8 @@ export interface ForwardResult {
   /** From dispatch to the upstream's response headers; null when none came. */
   upstreamMs: number | null
   error?: string
+  /** The answer's body bytes the client was sent (the upstream's, or our error's). */
+  bytesOut: number
 }
 
 export interface ForwardRequest {
@@ -26,6 +28,8 @@ export interface ForwardRequest {
   body?: Buffer | Readable | Iterable<Buffer> | AsyncIterable<Buffer>
   /** upstream.timeout_ms of the snapshot the request was admitted under (reload applies at once). */
   timeoutMs: number
+  /** SPEC §7: the request's id, sent upstream (in place of the client's) and answered. */
+  requestId?: string
   done: (r: ForwardResult) => void
 }
 
@@ -49,7 +53,7 @@ export function peerAddress(req: IncomingMessage): string {
 /** Request headers for the upstream, as a flat [name, value, …] list (keeps duplicates). */
 export function upstreamRequestHeaders(
   req: IncomingMessage,
-  opts: { keepUpgrade?: boolean } = {}
+  opts: { keepUpgrade?: boolean; requestId?: string } = {}
 ): string[] {
   const keepUpgrade = opts.keepUpgrade === true
   const raw = req.rawHeaders
@@ -67,6 +71,7 @@ export function upstreamRequestHeaders(
       continue
     }
     if (HOP_BY_HOP.has(lower) || (listed !== null && listed.has(lower))) continue
+    if (opts.requestId !== undefined && lower === 'x-request-id') continue
     if (lower === 'x-forwarded-for') xff = xff === undefined ? value : `${xff}, ${value}`
     else if (lower === 'x-forwarded-proto') xfp = xfp === undefined ? value : `${xfp}, ${value}`
     else if (lower === 'x-forwarded-host') xfh = xfh === undefined ? value : `${xfh}, ${value}`
@@ -79,6 +84,7 @@ export function upstreamRequestHeaders(
   out.push('x-forwarded-proto', xfp === undefined ? proto : `${xfp}, ${proto}`)
   const host = req.headers.host
   if (host !== undefined) out.push('x-forwarded-host', xfh === undefined ? host : `${xfh}, ${host}`)
+  if (opts.requestId !== undefined) out.push('x-request-id', opts.requestId)
   return out
 }
 
@@ -88,7 +94,8 @@ export function upstreamRequestHeaders(
  */
 export function clientResponseHeaders(
   raw: readonly (Buffer | string)[],
-  extra: OutgoingHttpHeaders | null
+  extra: OutgoingHttpHeaders | null,
+  requestId?: string
 ): string[] {
   const out: string[] = []
   let listed: Set<string> | null = null
@@ -102,8 +109,10 @@ export function clientResponseHeaders(
     const lower = name.toLowerCase()
     if (HOP_BY_HOP.has(lower) || (listed !== null && listed.has(lower))) continue
     if (extra !== null && lower in extra) continue
+    if (requestId !== undefined && lower === 'x-request-id') continue
     out.push(name, raw[i + 1]!.toString('latin1'))
   }
+  if (requestId !== undefined) out.push('x-request-id', requestId)
   if (extra !== null) {
     for (const name in extra) {
       const v = extra[name]
@@ -123,23 +132,31 @@ function hasBody(req: IncomingMessage): boolean {
 /** What the client gets when forwarding fails: 504, 502, or a cut. */
 function answerFailure(
   err: Error,
-  f: ForwardRequest & { upstreamMs: number | null; finish: (r: ForwardResult) => void }
+  f: ForwardRequest & {
+    upstreamMs: number | null
+    bytesOut: number
+    finish: (r: ForwardResult) => void
+  }
 ): void {
-  const { req, res, extraHeaders, upstreamMs, finish } = f
+  const { req, res, extraHeaders, upstreamMs, finish, requestId } = f
   const code = (err as { code?: string }).code ?? err.name
   if (res.headersSent) {
     // The upstream dropped the connection mid-answer (or the client left): the client's
     // connection is closed too, so it cannot take a cut body for a whole one.
     res.destroy()
-    return finish({ status: res.writableFinished ? res.statusCode : 0, upstreamMs, error: code })
+    const status = res.writableFinished ? res.statusCode : 0
+    return finish({ status, upstreamMs, error: code, bytesOut: f.bytesOut })
   }
-  if (req.destroyed && res.destroyed) return finish({ status: 0, upstreamMs, error: code })
+  if (req.destroyed && res.destroyed)
+    return finish({ status: 0, upstreamMs, error: code, bytesOut: 0 })
   if (code === 'UND_ERR_HEADERS_TIMEOUT') {
-    sendJsonError(res, 504, `the upstream sent no answer within ${f.timeoutMs} ms`, extraHeaders)
-    return finish({ status: 504, upstreamMs, error: code })
+    const message = `the upstream sent no answer within ${f.timeoutMs} ms`
+    const bytesOut = sendJsonError(res, 504, message, extraHeaders, requestId)
+    return finish({ status: 504, upstreamMs, error: code, bytesOut })
   }
-  sendJsonError(res, 502, `the upstream could not be reached (${code})`, extraHeaders)
-  finish({ status: 502, upstreamMs, error: code })
+  const message = `the upstream could not be reached (${code})`
+  const bytesOut = sendJsonError(res, 502, message, extraHeaders, requestId)
+  finish({ status: 502, upstreamMs, error: code, bytesOut })
 }
 
 export function createForwarder(opts: ForwarderOptions): Forwarder {
@@ -168,14 +185,15 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
       finished = true
       done(r)
     }
-    const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, finish })
+    let bytesOut = 0
+    const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, bytesOut, finish })
     // undici's dispatch with a handler: the upstream's raw headers go to the client as they
     // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream did).
     pool.dispatch(
       {
         path: basePath + f.pathAndQuery,
         method: req.method as 'GET',
-        headers: upstreamRequestHeaders(req),
+        headers: upstreamRequestHeaders(req, { requestId: f.requestId }),
         // undici writes any (async) iterable as the body; its types list only streams.
         body: (f.body ?? (hasBody(req) ? req : null)) as Readable | null,
         // undici re-arms this timer on every body chunk it writes, so it runs from the request
@@ -194,18 +212,19 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
           if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
           upstreamMs = performance.now() - started
-          res.writeHead(statusCode, clientResponseHeaders(rawHeaders, extraHeaders))
+          res.writeHead(statusCode, clientResponseHeaders(rawHeaders, extraHeaders, f.requestId))
           resumeUpstream = resume
           return true
         },
         onData(chunk: Buffer) {
+          bytesOut += chunk.length
           if (res.write(chunk)) return true
           res.once('drain', resumeUpstream)
           return false
         },
         onComplete() {
           res.end()
-          finish({ status: res.statusCode, upstreamMs })
+          finish({ status: res.statusCode, upstreamMs, bytesOut })
         },
         onError(err: Error) {
           fail(err)

@@ -26,6 +26,8 @@ export interface Admission {
   shadowRules: readonly string[]
   /** The team's month, when a monthly quota applies. */
   monthly: { team: string; used: number; quota: number; refused: boolean } | null
+  /** How long the store call took (ms; null when none was made). */
+  storeMs: number | null
 }
 
 /** The team month a decision charged (or refused), if any. */
@@ -74,9 +76,12 @@ export async function admit(
       refused: null,
       shadowRules: [],
       monthly: null,
+      storeMs: null,
     }
   }
+  const started = performance.now()
   const decision = await store.consume(charges, nowMs)
+  const storeMs = performance.now() - started
   const window = rateHeaderValues(decision, charges)
   const monthly = monthlyOf(classification, decision)
   const headers = classification.emitHeaders ? rateHeaders(config, decision, charges, window) : null
@@ -102,6 +107,7 @@ export async function admit(
     refused,
     shadowRules,
     monthly,
+    storeMs,
   }
 }
 

@@ -7,7 +7,7 @@ import {
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/log.js'
-import type { Finish } from '../observe/request-log.js'
+import { begin, type Finish } from '../observe/request-log.js'
 import type { GateResult, Refusal } from './gate.js'
 import type { Outcome } from './outcome.js'
 import { upstreamRequestHeaders } from './proxy.js'
@@ -98,7 +98,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
   const tunnels = new Set<Duplex>()
 
   async function run(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const begun = { method: req.method ?? 'GET', startedMs: performance.now() }
+    const begun = begin(req)
     const { method, startedMs } = begun
     socket.on('error', () => socket.destroy())
     const g = await opts.gate(req)
@@ -120,7 +120,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       port: url.port || (url.protocol === 'https:' ? 443 : 80),
       method,
       path: basePath + path + query,
-      headers: upstreamRequestHeaders(req, { keepUpgrade: true }),
+      headers: upstreamRequestHeaders(req, { keepUpgrade: true, requestId: begun.requestId }),
       timeout: snapshot.config.upstream.timeoutMs,
     })
     upstreamReq.on('timeout', () =>

@@ -7,10 +7,10 @@ import type { Logger } from './log.js'
  * (observe/request-log.ts) and the test read.
  */
 export const PLAIN_FIELDS = [
-  ['method', 'string'],
+  ['method', 'safe'],
   ['path', 'string'],
-  ['class', 'string'],
-  ['key', 'string'],
+  ['class', 'safe'],
+  ['key', 'safe'],
   ['limit', 'number'],
   ['remaining', 'number'],
   ['reset', 'number'],
@@ -18,14 +18,25 @@ export const PLAIN_FIELDS = [
   ['used', 'number'],
   ['quota', 'number'],
   ['status', 'number'],
-  ['outcome', 'string'],
+  ['outcome', 'safe'],
   ['store_ms', 'number'],
+  ['store_time', 'number'],
   ['duration_ms', 'number'],
   ['upstream_ms', 'number'],
-  ['api_change', 'string'],
+  ['api_change', 'safe'],
+  ['client_ip', 'safe'],
+  ['user_agent', 'string'],
+  ['request_id', 'safe'],
+  ['bytes_in', 'number'],
+  ['bytes_out', 'number'],
 ] as const
 
-type FieldKind = { string: string; number: number }
+/**
+ * `string`: any text, JSON-escaped; `safe`: text that can hold nothing JSON escapes (an HTTP
+ * method token, a class or outcome name, a key or client IP, a history entry id, a sanitised
+ * request id), written as is; `number`.
+ */
+type FieldKind = { string: string; safe: string; number: number }
 
 /**
  * The fields' part of a line, compiled once from PLAIN_FIELDS into straight-line code (as
@@ -37,7 +48,12 @@ const fields = new Function(
   'l',
   'return ' +
     PLAIN_FIELDS.map(([k, kind]) => {
-      const value = kind === 'string' ? `JSON.stringify(l.${k})` : `l.${k}`
+      const value =
+        kind === 'string'
+          ? `JSON.stringify(l.${k})`
+          : kind === 'safe'
+            ? `'"' + l.${k} + '"'`
+            : `l.${k}`
       return `(l.${k} === undefined ? '' : ',"${k}":' + ${value})`
     }).join(' + ')
 ) as (l: Record<string, unknown>) => string

@@ -39,7 +39,7 @@ function setup(
       for (const [k, v] of Object.entries(f.extraHeaders ?? {})) f.res.setHeader(k, v as string)
       if (!a.error) f.res.writeHead(a.status).end('{}')
       else f.res.writeHead(502).end()
-      f.done({ status: a.status, upstreamMs: 1, error: a.error })
+      f.done({ status: a.status, upstreamMs: 1, error: a.error, bytesOut: a.error ? 0 : 2 })
     },
     close: async () => {},
   }

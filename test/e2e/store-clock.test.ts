@@ -4,7 +4,7 @@ import { useInstances } from '../helpers/instances.js'
 
 // Issue #11 (finding 2): over-admission across instances. Three instances on one Redis, a
 // base at 20/s, 150 calls in flight for a few seconds: every admission's time on the store's
-// clock (the request line's store_ms) is recorded, and no 1,000 ms window may hold more than
+// clock (the request line's store_time) is recorded, and no 1,000 ms window may hold more than
 // 20 of them. With each instance bucketing on its own clock (the behaviour before the fix, which
 // lives on only in test/helpers/caller-clock.ts) the same run admits more than the limit.
 

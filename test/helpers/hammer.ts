@@ -40,7 +40,7 @@ export async function hammer(
   await new Promise((r) => setTimeout(r, 300)) // the last log lines
   return gws.flatMap((g) =>
     g.logs
-      .filter((l) => l.status === 200 && typeof l.store_ms === 'number')
-      .map((l) => l.store_ms as number)
+      .filter((l) => l.status === 200 && typeof l.store_time === 'number')
+      .map((l) => l.store_time as number)
   )
 }

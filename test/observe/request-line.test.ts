@@ -34,10 +34,16 @@ const full: PlainLine = {
   quota: 30000,
   status: 200,
   outcome: 'forwarded',
-  store_ms: 1795409960123,
+  store_ms: 0.42,
+  store_time: 1795409960123,
   duration_ms: 1.25,
   upstream_ms: 0.87,
   api_change: 'dtable-server-removed',
+  client_ip: '203.0.113.9',
+  user_agent: 'seatable-api/2.8 "python"\\',
+  request_id: 'req-7f3a',
+  bytes_in: 0,
+  bytes_out: 158,
 }
 
 const sparse: PlainLine = {
@@ -49,7 +55,10 @@ const sparse: PlainLine = {
   used: undefined,
   quota: undefined,
   store_ms: undefined,
+  store_time: undefined,
   upstream_ms: undefined,
+  user_agent: undefined,
+  bytes_in: undefined,
   api_change: undefined,
   class: 'other',
   key: 'ip:10.0.0.1',
@@ -97,7 +106,16 @@ describe('the prepared request line', () => {
       admission: null,
       apiChanges: [],
     } as unknown as Parameters<typeof finish>[0]
-    finish(g, { method: 'GET', startedMs: performance.now() }, { kind: 'rate_limited' })
+    const begun = {
+      method: 'GET',
+      startedMs: performance.now(),
+      requestId: 'r1',
+      userAgent: 'ua',
+      peer: '127.0.0.1',
+      bytesIn: undefined,
+      bytesOut: 0,
+    }
+    finish(g, begun, { kind: 'rate_limited' })
     const keys = Object.keys(JSON.parse(a.lines[0]!)).filter(
       (k) => !['level', 'time', 'service', 'msg'].includes(k)
     )
