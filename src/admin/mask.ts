@@ -1,4 +1,4 @@
-import type { Config } from '../types.js'
+import type { Config, RateList } from '../types.js'
 
 const MASK = '****'
 
@@ -16,26 +16,108 @@ export function maskUrl(url: string): string {
   }
 }
 
-/** GET /v1/config: the running configuration with every secret masked. */
-export function maskedConfig(config: Config): unknown {
+/**
+ * The running configuration in the file's own shape and snake_case names, secrets masked: what
+ * GET /v1/config answers and what a reload's log line compares (issue #25).
+ */
+export function configView(config: Config): Record<string, unknown> {
+  const rates = (list: RateList) => list.map((r) => r.text)
+  const { listen, admin, upstream, store, clientIp, rateLimits, sizeLimits, monthly } = config
   return {
-    ...config,
-    admin: { ...config.admin, token: config.admin.token === '' ? '' : MASK },
-    upstream: { ...config.upstream, url: maskUrl(config.upstream.url) },
-    store: {
-      ...config.store,
-      url: maskUrl(config.store.url),
-      cluster: config.store.cluster.map(maskUrl),
+    deployment: config.deployment,
+    workers: config.workers,
+    listen: {
+      host: listen.host,
+      port: listen.port,
+      headers_timeout_ms: listen.headersTimeoutMs,
+      request_timeout_ms: listen.requestTimeoutMs,
     },
-    rateLimits: {
-      ...config.rateLimits,
-      // Rates as written in the file, not their internal form.
-      account: config.rateLimits.account.map((r) => r.text),
-      base: config.rateLimits.base.map((r) => r.text),
-      authToken: config.rateLimits.authToken.map((r) => r.text),
-      other: config.rateLimits.other.map((r) => r.text),
-      ipCeiling: config.rateLimits.ipCeiling.map((r) => r.text),
-      rules: config.rateLimits.rules.map((r) => ({ ...r, limits: r.limits.map((x) => x.text) })),
+    admin: { host: admin.host, port: admin.port, token: admin.token === '' ? '' : MASK },
+    upstream: {
+      url: maskUrl(upstream.url),
+      timeout_ms: upstream.timeoutMs,
+      max_connections: upstream.maxConnections,
+    },
+    store: {
+      url: maskUrl(store.url),
+      cluster: store.cluster.map(maskUrl),
+      prefix: store.prefix,
+      timeout_ms: store.timeoutMs,
+      on_error: store.onError,
+      leases: store.leases,
+    },
+    client_ip: { trusted_proxies: clientIp.trustedProxies, ipv6_prefix: clientIp.ipv6Prefix },
+    rate_limits: {
+      account: rates(rateLimits.account),
+      base: rates(rateLimits.base),
+      auth_token: rates(rateLimits.authToken),
+      other: rates(rateLimits.other),
+      ip_ceiling: rates(rateLimits.ipCeiling),
+      rules: rateLimits.rules.map((r) => ({
+        name: r.name,
+        method: r.methods,
+        path: r.path,
+        limits: rates(r.limits),
+        mode: r.mode,
+      })),
+    },
+    allow: config.allow,
+    headers: config.headers,
+    header_style: config.headerStyle,
+    mode: config.mode,
+    exempt: config.exempt,
+    size_limits: {
+      list_rows: sizeLimits.listRows,
+      append_rows: sizeLimits.appendRows,
+      update_rows: sizeLimits.updateRows,
+      delete_rows: sizeLimits.deleteRows,
+      sql_list: sizeLimits.sqlList,
+      max_body_bytes: sizeLimits.maxBodyBytes,
+      buffer_bytes: sizeLimits.bufferBytes,
+    },
+    monthly: {
+      enabled: monthly.enabled,
+      timezone: monthly.timezone,
+      plans: Object.fromEntries(
+        Object.entries(monthly.plans).map(([name, p]) => [
+          name,
+          p.callsPerUser !== undefined ? { calls_per_user: p.callsPerUser } : { calls: p.calls },
+        ])
+      ),
+      teams: monthly.teams,
+    },
+    server: config.server,
+    history: {
+      removed: config.history.removed,
+      deprecation_headers: config.history.deprecationHeaders,
     },
   }
+}
+
+/** One setting that a reload changed, by its name in the file, with both values (masked). */
+export interface SettingChange {
+  setting: string
+  old: unknown
+  new: unknown
+}
+
+/** The settings whose values differ between two views, leaf by leaf (a list is one value). */
+export function changedSettings(
+  a: Record<string, unknown>,
+  b: Record<string, unknown>,
+  at = ''
+): SettingChange[] {
+  const out: SettingChange[] = []
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    const x = a[k]
+    const y = b[k]
+    const name = at === '' ? k : `${at}.${k}`
+    const isObj = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v)
+    if (isObj(x) && isObj(y)) {
+      out.push(...changedSettings(x as Record<string, unknown>, y as Record<string, unknown>, name))
+    } else if (JSON.stringify(x) !== JSON.stringify(y)) {
+      out.push({ setting: name, old: x, new: y })
+    }
+  }
+  return out
 }

@@ -7,7 +7,7 @@ import { bodyLimit } from 'hono/body-limit'
 import { bearerAuth } from './auth.js'
 import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
-import { maskedConfig } from './mask.js'
+import { configView } from './mask.js'
 import { probeRoutes } from './probes.js'
 import { refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
@@ -93,7 +93,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
   })
 
   app.get('/v1/config', (c) => {
-    const config = maskedConfig(holder.current.config) as Record<string, unknown>
+    const config = configView(holder.current.config)
     // SPEC §8: the version in force (auto shows what /server-info/ said, or null).
     return c.json({
       ...config,

@@ -1,3 +1,4 @@
+import { changedSettings, configView, type SettingChange } from '../admin/mask.js'
 import type { OverrideStore } from '../quota/overrides.js'
 import type { TeamOverride } from '../quota/teams.js'
 import type { Config, ConfigProblem } from '../types.js'
@@ -10,7 +11,8 @@ export type ReloadResult =
   | {
       ok: true
       config: Config
-      changed: string[]
+      /** Each changed setting by its name in the file, with its old and new value (masked). */
+      changes: SettingChange[]
       needsRestart: string[]
       /** Valid but surely not meant (a rule that can never match). */
       warnings: ConfigProblem[]
@@ -30,15 +32,6 @@ const RESTART_ONLY = [
 
 function get(config: Config, path: string): unknown {
   return path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], config)
-}
-
-/** Top-level keys (and the restart-only leaves) whose values differ. */
-function diff(a: Config, b: Config): string[] {
-  const out: string[] = []
-  for (const k of Object.keys(b) as (keyof Config)[]) {
-    if (JSON.stringify(a[k]) !== JSON.stringify(b[k])) out.push(k)
-  }
-  return out
 }
 
 /** The new config with every restart-only setting kept at its running value. */
@@ -105,9 +98,9 @@ export class ConfigHolder {
       const message = `cannot be emptied while the admin listener is on ${JSON.stringify(config.admin.host)} (not loopback)`
       return { ok: false, problems: [{ field: 'admin.token', message }] }
     }
-    const changed = diff(running, config)
+    const changes = changedSettings(configView(running), configView(config))
     this.snap = compileSnapshot(config, this.teams)
-    return { ok: true, config, changed, needsRestart, warnings: result.warnings }
+    return { ok: true, config, changes, needsRestart, warnings: result.warnings }
   }
 
   /**

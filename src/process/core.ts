@@ -66,7 +66,7 @@ function reloader(core: Omit<Core, 'reload'>, onApplied: (config: Config) => voi
       return r
     }
     onApplied(holder.current.config)
-    logger.info({ file, source, changed: r.changed }, 'configuration reloaded')
+    logger.info({ file, source, changes: r.changes }, 'configuration reloaded')
     // A changed server.version takes effect now; under auto, the upstream is asked again.
     void core.serverVersion.refresh()
     for (const w of r.warnings) logger.warn({ field: w.field }, w.message)

@@ -135,3 +135,18 @@ describe('admin hardening (issue #11)', () => {
     expect(await r.json()).toMatchObject({ id: 'acme', users: 3, quota: 30000, changed: true })
   })
 })
+
+// Issue #25: /v1/config answers in the file's own snake_case names, secrets masked.
+describe('/v1/config in the file own names', () => {
+  it('snake_case throughout, rates as written, the token and URL passwords masked', async () => {
+    const body = await (await app().request('/v1/config', { headers: auth })).json()
+    const text = JSON.stringify(body)
+    expect(text).not.toMatch(/"[a-z]+[A-Z][A-Za-z]*":/) // no camelCase key anywhere
+    expect(body.rate_limits.base).toEqual(['500/min'])
+    expect(body.size_limits.buffer_bytes).toBe(268435456)
+    expect(body.store.on_error).toBe('open')
+    expect(body.admin.token).toBe('****')
+    expect(body.monthly.plans.plus).toEqual({ calls_per_user: 10000 })
+    expect(body.server.in_force).toBeNull()
+  })
+})

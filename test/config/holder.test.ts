@@ -62,7 +62,13 @@ describe('ConfigHolder.reload', () => {
     expect(r.ok).toBe(true)
     if (!r.ok) return
     expect(r.needsRestart).toEqual(['upstream.url'])
-    expect(r.changed).toEqual(expect.arrayContaining(['upstream', 'rateLimits']))
+    // Issue #25: each changed setting by its name in the file, old and new value.
+    expect(r.changes).toEqual(
+      expect.arrayContaining([
+        { setting: 'upstream.timeout_ms', old: 60000, new: 5000 },
+        { setting: 'rate_limits.base', old: ['7/min'], new: ['9/min'] },
+      ])
+    )
     // /v1/config shows what runs: the old URL, the new timeout and limit.
     expect(holder.current.config.upstream).toEqual({
       url: 'http://127.0.0.1:8000',

@@ -248,7 +248,7 @@ describe('admin API (SPEC §7)', () => {
     expect(r.status).toBe(200)
     expect(r.text).not.toContain(TOKEN)
     expect(r.json.admin.token).toBe('****')
-    expect(r.json.rateLimits.base).toEqual(['200/min'])
+    expect(r.json.rate_limits.base).toEqual(['200/min']) // the file's own names (issue #25)
   })
 
   it('no secret reaches a log', async () => {

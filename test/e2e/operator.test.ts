@@ -44,7 +44,13 @@ describe('operator signals', () => {
       writeFileSync(gw.configFile, testYaml(up.url, 'rate_limits: { base: 5/min }\nmode: dry-run'))
       gw.proc.kill('SIGHUP')
       const ok = await gw.waitForLog((l) => l.msg === 'configuration reloaded')
-      expect(ok.changed).toEqual(expect.arrayContaining(['rateLimits', 'mode']))
+      // Issue #25: each changed setting by its name in the file, with its old and new value.
+      expect(ok.changes).toEqual(
+        expect.arrayContaining([
+          { setting: 'rate_limits.base', old: ['500/min'], new: ['5/min'] },
+          { setting: 'mode', old: 'enforce', new: 'dry-run' },
+        ])
+      )
       metrics = (await send(gw.adminPort, { path: '/metrics' })).body
       expect(metrics).toContain('basegate_config_last_reload_successful 1')
     } finally {

@@ -100,7 +100,11 @@ describe('workers: 2 with the Redis store', () => {
       )
       g.proc.kill('SIGHUP')
       const reloaded = await g.waitForLog((l) => l.msg === 'configuration reloaded')
-      expect(reloaded.changed).toContain('rateLimits')
+      expect(reloaded.changes).toContainEqual({
+        setting: 'rate_limits.base',
+        old: ['20/min'],
+        new: ['3/min'],
+      })
       const warned = await g.waitForLog((l) => Array.isArray(l.fields))
       expect(warned.fields).toContain('workers')
       await until(async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { parseTeamChange } from '../../src/admin/teams.js'
-import { maskedConfig, maskUrl } from '../../src/admin/mask.js'
+import { configView, maskUrl } from '../../src/admin/mask.js'
 import { parseConfig } from '../../src/config/load.js'
 import { compileClassifier } from '../../src/http/classify.js'
 import { effectiveTeams, quotaOf, teamsByBase } from '../../src/quota/teams.js'
@@ -148,7 +148,7 @@ describe('masking secrets in /v1/config', () => {
     expect(maskUrl('redis://redis:6379')).toBe('redis://redis:6379')
     const r = parseConfig('admin: { token: tok-123 }\nstore: { url: "redis://:pw-456@r:6379" }', {})
     if (!r.ok) throw new Error('bad')
-    const text = JSON.stringify(maskedConfig(r.config))
+    const text = JSON.stringify(configView(r.config))
     expect(text).not.toContain('tok-123')
     expect(text).not.toContain('pw-456')
     expect(text).toContain('500/min')
