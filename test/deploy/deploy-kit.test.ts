@@ -36,6 +36,8 @@ describe('docker-compose.yml', () => {
       expect(svc.healthcheck, name).toBeDefined()
     }
     expect(s.seatable.volumes).toContain('seatable-data:/shared')
+    // Issue #25: basegate starts once the server answers its health check (up to 2 minutes).
+    expect(s.basegate.depends_on.seatable).toEqual({ condition: 'service_healthy' })
   })
 
   it('makes the server reachable only through basegate', () => {

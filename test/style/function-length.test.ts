@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest'
 
 const SRC = fileURLToPath(new URL('../../src', import.meta.url))
 const MAX = 80
-/** The processes' entry points: main.ts and cli.ts (basegate), healthcheck.ts (its own bin). */
-const READS_ENV = new Set(['main.ts', 'cli.ts', 'healthcheck.ts'])
+/** The processes' entry points: main.ts and cli.ts (basegate), healthcheck.ts (its own bin), demo.ts (npm run demo). */
+const READS_ENV = new Set(['main.ts', 'cli.ts', 'healthcheck.ts', 'demo.ts'])
 
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
