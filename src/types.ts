@@ -80,6 +80,8 @@ export interface Config {
     headersTimeoutMs: number
     /** A client must send its whole request within this; 0 = no limit. */
     requestTimeoutMs: number
+    /** HTTPS on the proxy port: PEM files, re-read on SIGHUP (the paths need a restart). */
+    tls: { certFile: string; keyFile: string } | null
   }
   admin: { host: string; port: number; token: string }
   /** maxConnections: the pool's cap on connections to the server (restart-only). */

@@ -31,6 +31,10 @@ export function configView(config: Config): Record<string, unknown> {
       port: listen.port,
       headers_timeout_ms: listen.headersTimeoutMs,
       request_timeout_ms: listen.requestTimeoutMs,
+      tls:
+        listen.tls === null
+          ? null
+          : { cert_file: listen.tls.certFile, key_file: listen.tls.keyFile },
     },
     admin: { host: admin.host, port: admin.port, token: admin.token === '' ? '' : MASK },
     upstream: {

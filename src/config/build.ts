@@ -209,6 +209,10 @@ function buildListeners(problems: ConfigProblem[], f: Filled): Pick<Config, 'lis
       port: listenPort,
       headersTimeoutMs: f.listen.headers_timeout_ms,
       requestTimeoutMs: f.listen.request_timeout_ms,
+      tls:
+        f.listen.tls === undefined
+          ? null
+          : { certFile: f.listen.tls.cert_file, keyFile: f.listen.tls.key_file },
     },
     admin: { host: adminHost, port: adminPort, token: adminToken },
   }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import YAML, { isScalar, Scalar, visit } from 'yaml'
 import type { $ZodIssue } from 'zod/v4/core'
@@ -267,7 +268,26 @@ export async function loadConfigFile(
       problems: [{ field: file, message: 'is empty (write {} to take every default)' }],
     }
   }
-  return parseConfig(text, env, file, flags)
+  return withReadableTls(parseConfig(text, env, file, flags))
+}
+
+/** Issue #25: a TLS file that cannot be read is a config problem naming it (exit 2), not a crash. */
+function withReadableTls(r: LoadResult): LoadResult {
+  if (!r.ok || r.config.listen.tls === null) return r
+  const problems: ConfigProblem[] = []
+  const { certFile, keyFile } = r.config.listen.tls
+  for (const [field, path] of [
+    ['listen.tls.cert_file', certFile],
+    ['listen.tls.key_file', keyFile],
+  ] as const) {
+    try {
+      readFileSync(path)
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? String(err)
+      problems.push({ field, message: `${JSON.stringify(path)} cannot be read (${code})` })
+    }
+  }
+  return problems.length === 0 ? r : { ok: false, problems }
 }
 
 export function formatProblems(problems: readonly ConfigProblem[]): string {

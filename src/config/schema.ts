@@ -71,6 +71,7 @@ export const limitsFileSchema = z.strictObject({
       port: port.optional(),
       headers_timeout_ms: positiveInt.optional(),
       request_timeout_ms: z.number().int().min(0).optional(),
+      tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
     })
     .optional(),
   admin: z

@@ -23,6 +23,8 @@ export interface Core {
   serverVersion: ServerVersion
   draining: boolean
   reload(source: string): ReturnType<ConfigHolder['reload']>
+  /** Run after every reload that applied (the proxy re-reads its TLS files). */
+  afterReload: (() => void)[]
 }
 
 /** Team changes made through any instance's admin API (kept in the store). */
@@ -66,6 +68,7 @@ function reloader(core: Omit<Core, 'reload'>, onApplied: (config: Config) => voi
       return r
     }
     onApplied(holder.current.config)
+    for (const f of core.afterReload) f()
     logger.info({ file, source, changes: r.changes }, 'configuration reloaded')
     // A changed server.version takes effect now; under auto, the upstream is asked again.
     void core.serverVersion.refresh()
@@ -108,6 +111,7 @@ export async function bootCore(
     stores,
     serverVersion,
     draining: false,
+    afterReload: [] as (() => void)[],
   }
   const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
   await waitForStore(stores, logger)

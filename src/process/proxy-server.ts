@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:https'
 import { createGateway, type Gateway } from '../app.js'
 import { UpgradeRecorder } from '../history/report-store.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
@@ -18,6 +20,13 @@ export interface Proxy {
   forwarder: Forwarder
   gateway: Gateway
   server: Server
+  /** Re-reads listen.tls's files (SIGHUP, a reload): a renewed certificate, no restart. */
+  reloadTls(): void
+}
+
+/** The PEM files of listen.tls, read now. */
+function tlsFiles(tls: NonNullable<Config['listen']['tls']>): { cert: Buffer; key: Buffer } {
+  return { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) }
 }
 
 /** Slowloris: a request head (and a whole request) must arrive in time. */
@@ -26,14 +35,17 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
   // Node checks these timers only every connectionsCheckingInterval (30 s by default): check
   // often enough that the limits mean what they say.
   const tightest = Math.min(headersTimeoutMs, requestTimeoutMs || Infinity)
-  const proxy = createServer(
-    {
-      headersTimeout: headersTimeoutMs,
-      requestTimeout: requestTimeoutMs,
-      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
-    },
-    gateway.handleRequest
-  )
+  const options = {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
+  }
+  const tls = config.listen.tls
+  // listen.tls: HTTPS on the proxy port (the files were read and checked at load).
+  const proxy: Server =
+    tls === null
+      ? createServer(options, gateway.handleRequest)
+      : (createTlsServer({ ...options, ...tlsFiles(tls) }, gateway.handleRequest) as Server)
   proxy.on('upgrade', gateway.handleUpgrade)
   proxy.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Malformed requests (smuggling attempts, oversized headers) and too-slow clients never
@@ -77,7 +89,20 @@ export function createProxy(core: Core): Proxy {
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
     processes: resolveWorkers(config.workers),
   })
-  return { recorder, forwarder, gateway, server: createProxyServer(config, gateway) }
+  const server = createProxyServer(config, gateway)
+  const reloadTls = () => {
+    // The paths are restart-only: the running ones are re-read (a certificate renewed in place).
+    const tls = core.holder.current.config.listen.tls
+    if (tls === null || !('setSecureContext' in server)) return
+    try {
+      ;(server as unknown as TlsServer).setSecureContext(tlsFiles(tls))
+      core.logger.info({ cert_file: tls.certFile }, 'TLS certificate re-read')
+    } catch (err) {
+      core.logger.error({ err }, 'TLS files could not be re-read; the running certificate stays')
+    }
+  }
+  core.afterReload.push(reloadTls)
+  return { recorder, forwarder, gateway, server, reloadTls }
 }
 
 /** SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s). */

@@ -29,6 +29,8 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
     adopt: (c) => {
       latest = c
       running?.core.holder.adopt(c)
+      // The primary reloaded (SIGHUP reaches it, not the workers): re-read the TLS files too.
+      running?.proxy.reloadTls()
     },
     drain: (source) => (running ? running.stop(source) : process.exit(0)),
     answer: async (what) => {

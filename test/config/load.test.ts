@@ -25,6 +25,7 @@ describe('parseConfig: defaults and presets', () => {
       port: 8080,
       headersTimeoutMs: 20_000,
       requestTimeoutMs: 300_000,
+      tls: null,
     })
     expect(c.admin).toEqual({ host: '127.0.0.1', port: 9090, token: '' })
     expect(c.upstream.timeoutMs).toBe(60_000)
