@@ -6,5 +6,6 @@ export default defineConfig({
   test: {
     include: ['test/tools/**/*.test.ts'],
     testTimeout: 30_000,
+    hookTimeout: 60_000,
   },
 })
