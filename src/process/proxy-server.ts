@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
+import type { Socket } from 'node:net'
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https'
 import { createGateway, type Gateway } from '../app.js'
 import { UpgradeRecorder } from '../history/report-store.js'
@@ -20,6 +21,8 @@ export interface Proxy {
   forwarder: Forwarder
   gateway: Gateway
   server: Server
+  /** Client connections open now, whether the server accepted them or a primary handed them over. */
+  connections: ReadonlySet<Socket>
   /** Re-reads listen.tls's files (SIGHUP, a reload): a renewed certificate, no restart. */
   reloadTls(): void
 }
@@ -90,6 +93,11 @@ export function createProxy(core: Core): Proxy {
     processes: resolveWorkers(config.workers),
   })
   const server = createProxyServer(config, gateway)
+  const connections = new Set<Socket>()
+  server.on('connection', (socket: Socket) => {
+    connections.add(socket)
+    socket.once('close', () => connections.delete(socket))
+  })
   const reloadTls = () => {
     // The paths are restart-only: the running ones are re-read (a certificate renewed in place).
     const tls = core.holder.current.config.listen.tls
@@ -102,27 +110,26 @@ export function createProxy(core: Core): Proxy {
     }
   }
   core.afterReload.push(reloadTls)
-  return { recorder, forwarder, gateway, server, reloadTls }
+  return { recorder, forwarder, gateway, server, connections, reloadTls }
 }
 
-/** SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s). */
+/**
+ * SPEC §1/§6: stop accepting, let in-flight requests and tunnels finish (≤ 10 s). Waits on the
+ * connections themselves, so a worker, whose server never listens (its primary hands it the
+ * connections), drains as a process serving alone does.
+ */
 export async function drainProxy(p: Proxy): Promise<void> {
   const deadline = Date.now() + DRAIN_MS
-  const closed = new Promise<void>((resolve) => p.server.close(() => resolve()))
+  if (p.server.listening) p.server.close()
   // Keep-alive connections that finish their request are closed as they go idle.
   const sweep = setInterval(() => p.server.closeIdleConnections(), 50)
   p.server.closeIdleConnections()
-  const tunnelsDone = (async () => {
-    while (p.gateway.tunnels.size > 0 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50))
-  })()
-  await Promise.race([
-    Promise.all([closed, tunnelsDone]),
-    new Promise((r) => setTimeout(r, DRAIN_MS)),
-  ])
+  while ((p.connections.size > 0 || p.gateway.tunnels.size > 0) && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 50))
   clearInterval(sweep)
   p.server.closeAllConnections()
   for (const t of p.gateway.tunnels) t.destroy()
+  for (const c of p.connections) c.destroy()
   await p.forwarder.close().catch(() => {})
   await p.recorder.stop().catch(() => {})
 }

@@ -4,7 +4,6 @@ import { createLogger } from '../observe/log.js'
 import type { Config } from '../types.js'
 import { receiveConfig, serveWorker } from '../workers/worker.js'
 import { bootCore, closeCore, type Core } from './core.js'
-import { listenOrExit } from './lifecycle.js'
 import { createProxy, drainProxy, type Proxy } from './proxy-server.js'
 import type { Runtime } from './runtime.js'
 import { ignoreHangup, stopOnSignals } from './signals.js'
@@ -40,6 +39,8 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       await running.proxy.recorder.flush()
       return true
     },
+    // The primary sends connections only once this worker said it serves (below).
+    connection: (socket) => running?.proxy.server.emit('connection', socket),
   })
   const core = await bootCore(cli, config, runtime, logger)
   if (latest !== config) core.holder.adopt(latest)
@@ -50,5 +51,6 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
     await closeCore(core)
   })
   running = { core, proxy, stop }
-  await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
+  // The primary owns the listener and hands this process its connections (workers/primary.ts).
+  process.send?.({ bg: 'serving' })
 }

@@ -22,16 +22,24 @@ export type ToWorker =
   | { bg: 'ask'; id: number; what: Question }
   /** SIGTERM reached the primary: drain and exit. */
   | { bg: 'drain' }
+  /** A client connection, sent with the message as its handle (workers/primary.ts). */
+  | { bg: 'conn'; id: number }
 
 export type FromWorker =
   | { bg: 'answer'; id: number; value: unknown }
   /** Sent once the worker listens for messages (one sent before then would be lost). */
   | { bg: 'config?' }
+  /** The worker's proxy is ready: send it connections. */
+  | { bg: 'serving' }
+  /** The worker took connection `id`: the primary closes its copy. */
+  | { bg: 'took'; id: number }
 
 export function isToWorker(m: unknown): m is ToWorker {
   return typeof m === 'object' && m !== null && typeof (m as { bg?: unknown }).bg === 'string'
 }
 
 export function isFromWorker(m: unknown): m is FromWorker {
-  return isToWorker(m) && ['answer', 'config?'].includes((m as { bg: string }).bg)
+  return (
+    isToWorker(m) && ['answer', 'config?', 'serving', 'took'].includes((m as { bg: string }).bg)
+  )
 }

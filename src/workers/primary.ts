@@ -1,5 +1,5 @@
 import cluster, { type Worker } from 'node:cluster'
-import type { AddressInfo } from 'node:net'
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import type { Logger } from '../observe/log.js'
 import type { Config } from '../types.js'
 import { isFromWorker, type Answers, type Question, type ToWorker } from './messages.js'
@@ -21,15 +21,27 @@ interface Pending {
 /**
  * The primary's side of `workers: N` (issue #14): it forks the proxy processes, hands each the
  * running configuration, replaces one that dies, collects their metrics and summaries, and
- * drains them on SIGTERM. The proxy listener is the cluster's shared one, and each worker
- * accepts from it (SCHED_NONE, see start()).
+ * drains them on SIGTERM.
+ *
+ * The proxy listener is the primary's: it accepts each connection (paused, reading nothing)
+ * and hands it to the next serving worker, round robin, as Node's own cluster scheduling does,
+ * which spreads load evenly where the kernel's wake-ups would not (with workers accepting from
+ * a shared socket, one of two took all 60 calls of a burst). Like Node's, the primary keeps
+ * its copy of a connection until the worker says it took it; unlike Node's (issue #22), it
+ * closes the copies a worker killed in between never took (Node's kept them open, unanswered,
+ * until their clients gave up). While no worker serves, connections are closed.
  */
 export class WorkerPool {
   private readonly listening = new Set<number>()
   private readonly pending = new Map<number, Pending>()
   private nextQuestion = 0
   private stopping = false
-  private address: AddressInfo | null = null
+  private server: Server | null = null
+  /** Where the round robin stands in the serving workers. */
+  private turn = 0
+  /** Connections sent to each worker that it has not yet said it took, by their id. */
+  private readonly inFlight = new Map<number, Map<number, Socket>>()
+  private nextConn = 0
 
   constructor(
     private readonly count: number,
@@ -42,42 +54,72 @@ export class WorkerPool {
     return this.listening.size
   }
 
-  /** Forks every worker; resolves with the shared proxy address once all of them listen. */
-  start(): Promise<AddressInfo> {
-    // Issue #22: the workers accept from the shared socket themselves (SCHED_NONE). Under
-    // Node's round-robin policy the primary accepts and hands each connection over; one handed
-    // to a worker that is killed before it takes it stays open in the primary, unanswered,
-    // until its client gives up. Here a killed worker's connections close with it.
-    cluster.schedulingPolicy = cluster.SCHED_NONE
+  /** Listens, forks every worker; resolves with the proxy address once all of them serve. */
+  async start(): Promise<AddressInfo> {
     cluster.setupPrimary({ serialization: 'advanced' })
     cluster.on('message', (worker, m) => this.onAnswer(worker, m))
-    return new Promise((resolve, reject) => {
+    const { host, port } = this.config().listen
+    const server = createServer({ pauseOnConnect: true }, (socket) => this.handOff(socket))
+    this.server = server
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(port, host, () => {
+        server.off('error', reject)
+        resolve()
+      })
+    })
+    server.on('error', (err) => this.logger.error({ err }, 'the proxy listener failed'))
+    await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new Error(`the workers did not listen within ${START_TIMEOUT_MS} ms`)),
+        () => reject(new Error(`the workers did not serve within ${START_TIMEOUT_MS} ms`)),
         START_TIMEOUT_MS
       )
-      const onListening = (worker: Worker, address: AddressInfo): void => {
-        this.listening.add(worker.id)
-        this.address ??= address
-        if (this.listening.size === this.count) {
-          clearTimeout(timer)
-          cluster.off('listening', onListening)
-          cluster.on('listening', (w) => this.listening.add(w.id))
-          cluster.off('exit', onEarlyExit)
-          cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal))
-          resolve(this.address)
-        }
+      this.allServing = () => {
+        clearTimeout(timer)
+        cluster.off('exit', onEarlyExit)
+        cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal))
+        resolve()
       }
-      // At start a worker that stops is a configuration or port problem every worker would
-      // have: stop them all, rather than fork into the same failure.
+      // At start a worker that stops is a configuration problem every worker would have: stop
+      // them all, rather than fork into the same failure.
       const onEarlyExit = (worker: Worker, code: number | null, signal: string | null): void => {
         clearTimeout(timer)
         reject(new Error(`worker ${worker.id} stopped at start (${signal ?? `exit ${code}`})`))
       }
-      cluster.on('listening', onListening)
       cluster.on('exit', onEarlyExit)
       for (let i = 0; i < this.count; i++) this.fork()
     })
+    return server.address() as AddressInfo
+  }
+
+  /** Called once every worker serves at start. */
+  private allServing: (() => void) | null = null
+
+  /** The next serving worker takes the connection; with none, it is closed (a reset, no hang). */
+  private handOff(socket: Socket): void {
+    const ids = [...this.listening]
+    for (let tries = 0; tries < ids.length; tries++) {
+      const worker = cluster.workers?.[ids[this.turn++ % ids.length]!]
+      if (worker === undefined || !worker.isConnected()) continue
+      try {
+        // The primary keeps its copy until the worker says it took the connection ('took'),
+        // then closes it; if the worker dies first, onExit closes it (the client sees a reset).
+        const id = this.nextConn++
+        let sent = this.inFlight.get(worker.id)
+        if (sent === undefined) this.inFlight.set(worker.id, (sent = new Map()))
+        sent.set(id, socket)
+        worker.send({ bg: 'conn', id }, socket, { keepOpen: true }, (err) => {
+          if (err) {
+            sent.delete(id)
+            socket.destroy()
+          }
+        })
+        return
+      } catch {
+        /* the channel closed meanwhile: try the next */
+      }
+    }
+    socket.destroy()
   }
 
   private fork(): void {
@@ -86,6 +128,9 @@ export class WorkerPool {
 
   private onExit(worker: Worker, code: number | null, signal: string | null): void {
     this.listening.delete(worker.id)
+    // Connections it never took are closed (their clients see a reset, not a hang).
+    for (const socket of this.inFlight.get(worker.id)?.values() ?? []) socket.destroy()
+    this.inFlight.delete(worker.id)
     for (const [id, p] of this.pending) {
       p.waiting.delete(worker.id)
       if (p.waiting.size === 0) this.settle(id)
@@ -146,6 +191,21 @@ export class WorkerPool {
       this.send(worker, { bg: 'config', config: this.config() })
       return
     }
+    if (m.bg === 'took') {
+      // The worker holds the connection now: the primary's copy goes (the connection stays).
+      const sent = this.inFlight.get(worker.id)
+      sent?.get(m.id)?.destroy()
+      sent?.delete(m.id)
+      return
+    }
+    if (m.bg === 'serving') {
+      this.listening.add(worker.id)
+      if (this.listening.size === this.count && this.allServing !== null) {
+        this.allServing()
+        this.allServing = null
+      }
+      return
+    }
     const p = this.pending.get(m.id)
     if (p === undefined || !p.waiting.delete(worker.id)) return
     if (m.value !== null) p.answers.push(m.value)
@@ -163,6 +223,8 @@ export class WorkerPool {
   /** SIGTERM: every worker drains (SPEC §6); one still running past `ms` is killed. */
   async drain(ms: number): Promise<void> {
     this.stopping = true
+    // No new connection; those handed over finish in their workers.
+    this.server?.close()
     const all = this.workers()
     const exited = all.map(
       (w) =>

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { Config } from '../types.js'
 import { isToWorker, type Question } from './messages.js'
 
@@ -6,6 +7,8 @@ export interface WorkerHooks {
   adopt(config: Config): void
   answer(what: Question): Promise<unknown>
   drain(source: string): void
+  /** A client connection the primary handed over. */
+  connection(socket: Socket): void
 }
 
 /**
@@ -32,9 +35,13 @@ export function receiveConfig(timeoutMs: number): Promise<Config> {
 
 /** Serves the primary's messages; a primary that goes away (killed) drains this worker. */
 export function serveWorker(hooks: WorkerHooks): void {
-  process.on('message', (m: unknown) => {
+  process.on('message', (m: unknown, handle: unknown) => {
     if (!isToWorker(m)) return
-    if (m.bg === 'config') hooks.adopt(m.config)
+    if (m.bg === 'conn') {
+      if (handle === undefined) return
+      hooks.connection(handle as Socket)
+      if (process.connected) process.send?.({ bg: 'took', id: m.id })
+    } else if (m.bg === 'config') hooks.adopt(m.config)
     else if (m.bg === 'drain') hooks.drain('primary')
     else if (m.bg === 'ask') {
       const reply = (value: unknown): void => {
