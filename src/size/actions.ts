@@ -13,6 +13,9 @@ export type SizeCheck =
   | { name: 'append_rows' | 'update_rows' | 'delete_rows'; counts: 'array'; field: string }
   | { name: 'sql_list'; counts: 'sql' }
 
+/** A check that reads the body (every one but the list's `limit` query). */
+export type BodyCheck = Exclude<SizeCheck, { counts: 'query' }>
+
 const U = UUID_PATTERN
 /** `/api/v1/dtables/{u}/…` is served under both names: the pre-5.3 server, and the gateway of 5.3+. */
 const V1 = `/(?:dtable-server|api-gateway)/api/v1/dtables/${U}`

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Snapshot } from '../config/snapshot.js'
-import { sizeCheckFor, type SizeCheck } from './actions.js'
+import { sizeCheckFor, type BodyCheck } from './actions.js'
 import { heldThenRest, type BufferBudget, type HeldBody } from './body-buffer.js'
 import { checkSize, listRowsRefusal, type SizeRefusal } from './check.js'
 
@@ -67,18 +67,17 @@ export function sizedBody(
       return { kind: 'refused', refusal: broken, release: NOTHING }
     return { kind: 'forward', body: undefined, broken, release: NOTHING }
   }
-  return bodySized(deps, req, snapshot, at, check)
+  return bodySized(deps, req, snapshot, check)
 }
 
 async function bodySized(
   deps: SizeDeps,
   req: IncomingMessage,
   snapshot: Snapshot,
-  at: { path: string; query: string },
-  check: SizeCheck
+  check: BodyCheck
 ): Promise<SizedBody> {
   const limits = snapshot.config.sizeLimits
-  const r = await checkSize(check, req, at.query, {
+  const r = await checkSize(check, req, {
     limits,
     budget: deps.budget,
     bufferBytes: Math.floor(limits.bufferBytes / Math.max(1, deps.processes)),

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import type { SizeLimits } from '../types.js'
-import { limitFor, type SizeCheck, type SizeLimitName } from './actions.js'
+import { limitFor, type BodyCheck, type SizeLimitName } from './actions.js'
 import { readHeldBody, type BufferBudget, type HeldBody } from './body-buffer.js'
 import { arrayElement, eachArrayElement, JsonBodyScanner, JsonSyntaxError } from './json-count.js'
 import { formFields, formKindOf } from './form-fields.js'
@@ -79,7 +79,7 @@ type Judge = (body: HeldBody) => Promise<SizeRefusal | null>
 
 /** The scanner for one check (none for a form), and how to judge the body once it was read whole. */
 function scannerFor(
-  check: SizeCheck,
+  check: BodyCheck,
   limit: number,
   contentType: string | undefined
 ): { scanner: JsonBodyScanner | null; judge: Judge } {
@@ -171,17 +171,11 @@ async function judgeSql(
 
 /** SPEC §4 size checks on one request: count, compare, and hold the body to forward. */
 export async function checkSize(
-  check: SizeCheck,
+  check: BodyCheck,
   req: IncomingMessage,
-  query: string,
   ctx: SizeContext
 ): Promise<SizeResult> {
   const limit = limitFor(check.name, ctx.limits)
-  if (check.counts === 'query') {
-    const broken = listRowsRefusal(query, limit)
-    if (broken === null || !ctx.enforce) return { kind: 'pass', body: null, rest: false, broken }
-    return { kind: 'refused', refusal: broken, body: null }
-  }
   const { scanner, judge } = scannerFor(check, limit, req.headers['content-type'])
   let early: SizeRefusal | null = null
   const read = await readHeldBody(req, {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { sizeCheckFor, type SizeCheck } from '../../src/size/actions.js'
+import { sizeCheckFor, type BodyCheck } from '../../src/size/actions.js'
 import { BufferBudget, type HeldBody } from '../../src/size/body-buffer.js'
 import { checkSize, type SizeContext, type SizeResult } from '../../src/size/check.js'
 import type { SizeLimits } from '../../src/types.js'
@@ -19,8 +19,8 @@ const LIMITS: SizeLimits = {
   maxBodyBytes: 1_000_000,
   bufferBytes: 1_000_000,
 }
-const APPEND = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/rows/`)!
-const SQL = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/sql`)!
+const APPEND = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/rows/`) as BodyCheck
+const SQL = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/sql`) as BodyCheck
 
 /** A request stream with headers, fed in chunks (as a socket would). */
 function fakeReq(body: string | Buffer, chunk = 4096, headers: Record<string, string> = {}) {
@@ -50,8 +50,8 @@ async function bytesOf(body: HeldBody): Promise<Buffer> {
   return Buffer.concat(out)
 }
 
-async function run(check: SizeCheck, body: string, c = ctx()): Promise<SizeResult> {
-  return checkSize(check, fakeReq(body, 7), '', c)
+async function run(check: BodyCheck, body: string, c = ctx()): Promise<SizeResult> {
+  return checkSize(check, fakeReq(body, 7), c)
 }
 
 const rows = (n: number, key = 'rows') =>
@@ -129,7 +129,6 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
     const small = await checkSize(
       APPEND,
       fakeReq(rows(10), 64),
-      '',
       ctx({ budget, bufferBytes: 100_000, tmpDir: dir })
     )
     expect(small.kind === 'pass' && small.body!.spilled).toBe(false)
@@ -138,7 +137,6 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
     const big = await checkSize(
       APPEND,
       fakeReq(body, 1000),
-      '',
       ctx({ budget, bufferBytes: 5_000, tmpDir: dir })
     )
     expect(big.kind).toBe('pass')
@@ -156,7 +154,6 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
     const r = await checkSize(
       APPEND,
       fakeReq(rows(900), 1000),
-      '',
       ctx({ bufferBytes: 10, tmpDir: '/nonexistent/dir' })
     )
     expect(r.kind).toBe('unavailable')
@@ -165,7 +162,7 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
 
   it('a declared length over max_body_bytes is 413 before a byte is read', async () => {
     const req = fakeReq('', 1, { 'content-length': '5000000' })
-    expect(await checkSize(APPEND, req, '', ctx())).toMatchObject({
+    expect(await checkSize(APPEND, req, ctx())).toMatchObject({
       kind: 'refused',
       refusal: { status: 413 },
     })
@@ -175,7 +172,7 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
     const budget = new BufferBudget()
     const s = new PassThrough() as PassThrough & { headers: Record<string, string> }
     s.headers = {}
-    const p = checkSize(APPEND, s as unknown as IncomingMessage, '', ctx({ budget }))
+    const p = checkSize(APPEND, s as unknown as IncomingMessage, ctx({ budget }))
     s.write('{"rows":[1,2,3')
     await new Promise((r) => setTimeout(r, 5))
     s.destroy(new Error('aborted'))
@@ -194,7 +191,7 @@ describe('checkSize: SQL in a form body (dtable-web-api posts multipart)', () =>
     return { body: parts.join('') + `--${b}--\r\n`, type: `multipart/form-data; boundary=${b}` }
   }
   const form = async (body: string, type: string) =>
-    checkSize(SQL, fakeReq(body, 5, { 'content-type': type }), '', ctx())
+    checkSize(SQL, fakeReq(body, 5, { 'content-type': type }), ctx())
 
   it('counts the sql field of a multipart body; the largest of several', async () => {
     const ok = multipart([['sql', 'SELECT * FROM T LIMIT 10000']])
