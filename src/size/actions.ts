@@ -75,16 +75,14 @@ for (const method of new Set(ACTIONS.map((a) => a.method))) {
   BY_METHOD.set(method, { re: new RegExp(`^(?:${alts.join('|')})$`, 'i'), checks })
 }
 
-/** Every checked path ends in one of these (lower case, no trailing `/`): a cheap filter first. */
-const TAILS = ['/rows', '/sql', '-rows'] as const
-
 /** The check that applies to (method, normalised path), or null: everything else streams. */
 export function sizeCheckFor(method: string, path: string): SizeCheck | null {
   const m = BY_METHOD.get(method)
   if (m === undefined) return null
-  const trimmed = path.endsWith('/') ? path.slice(0, -1) : path
-  const isQuery = /\/query\/[^/]+$/i.test(trimmed)
-  if (!isQuery && !TAILS.some((t) => trimmed.toLowerCase().endsWith(t))) return null
+  // A cheap filter before the regex: every checked path ends in `rows` or `/sql`, or is a
+  // `/query/{uuid}` (lower-cased once, trailing `/` dropped).
+  const t = (path.endsWith('/') ? path.slice(0, -1) : path).toLowerCase()
+  if (!t.endsWith('rows') && !t.endsWith('/sql') && !t.includes('/query/')) return null
   const hit = m.re.exec(path)
   if (hit === null) return null
   for (let i = 1; i < hit.length; i++) if (hit[i] !== undefined) return m.checks[i - 1]!
