@@ -137,13 +137,12 @@ export class LeasingStore implements LimiterStore {
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     if (this.closed || !this.leasable(charges)) return this.inner.consume(charges, nowMs)
     this.count(charges, nowMs)
-    const retiring: Promise<void>[] = []
-    const local = this.takeLocal(charges, nowMs, retiring)
+    const local = this.takeLocal(charges, nowMs)
     if (local !== null) return local
     const pending = this.pendingFor(charges)
     if (pending !== null) {
       await pending
-      const after = this.takeLocal(charges, nowMs, retiring)
+      const after = this.takeLocal(charges, nowMs)
       if (after !== null) return after
     }
     // A share that ended goes back to its own bucket, which this call does not charge: no
@@ -179,18 +178,15 @@ export class LeasingStore implements LimiterStore {
    */
   private refusedOrLocal(charges: readonly Charge[], d: Decision): Decision {
     if (d.allowed || this.leases.size === 0) return d
-    return this.takeLocal(charges, d.nowMs, []) ?? d
+    return this.takeLocal(charges, d.nowMs) ?? d
   }
 
   /**
    * A decision from the leases this process holds: every window must hold a live share with a
-   * call left, or none is taken. Leases found ended are retired into `retiring`.
+   * call left, or none is taken. A lease found ended is retired (its give-back is not awaited:
+   * it goes to its own bucket, which this call does not charge).
    */
-  private takeLocal(
-    charges: readonly Charge[],
-    nowMs: number,
-    retiring: Promise<void>[]
-  ): Decision | null {
+  private takeLocal(charges: readonly Charge[], nowMs: number): Decision | null {
     if (this.leases.size === 0) return null
     const clockNow = this.clock.monotonic()
     for (let i = 0; i < charges.length; i++) {
@@ -199,7 +195,7 @@ export class LeasingStore implements LimiterStore {
       if (lease === undefined) return null
       // Ended, or granted under a limit a reload has since changed.
       if (clockNow >= lease.deadline || lease.charge.limit !== c.limit) {
-        retiring.push(this.retire(lease))
+        void this.retire(lease)
         return null
       }
       if (lease.units < 1) return null
