@@ -111,20 +111,15 @@ export class ServerVersion {
     const poll = this.opts.pollMs ?? POLL_MS
     const first = Math.min(RETRY_FIRST_MS, poll)
     const longest = Math.min(RETRY_MAX_MS, poll)
+    const unknown = () => this.opts.configured() === 'auto' && this.fetched === null
     const next = (waitMs: number): void => {
       if (this.stopped) return
       this.timer = setTimeout(() => {
-        void this.refresh().then(() => {
-          const unknown = this.opts.configured() === 'auto' && this.fetched === null
-          next(unknown ? Math.min(waitMs * 2, longest) : poll)
-        })
+        void this.refresh().then(() => next(unknown() ? Math.min(waitMs * 2, longest) : poll))
       }, waitMs)
       this.timer.unref?.() // (a test's fake timer may have none)
     }
-    void this.refresh().then(() => {
-      const unknown = this.opts.configured() === 'auto' && this.fetched === null
-      next(unknown ? first : poll)
-    })
+    void this.refresh().then(() => next(unknown() ? first : poll))
   }
 
   stop(): void {
