@@ -61,6 +61,26 @@ describe('finding 1: an Upgrade header does not switch the size checks off', () 
 describe('findings 3, 6, 12: the store', () => {
   const db = useRedis({ own: true })
 
+  /** A gateway whose store fails closed with a 100 ms timeout, counting `base` calls. */
+  const closedGateway = (prefix: string, base: string) =>
+    startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: ${base} }`
+      )
+    )
+
+  /** The statuses of 12 calls sent while Redis is frozen (SIGSTOP); it is woken after them. */
+  async function callsWhileFrozen(pid: number, port: number): Promise<number[]> {
+    process.kill(pid, 'SIGSTOP')
+    const statuses: number[] = []
+    for (let i = 0; i < 12; i++) statuses.push((await send(port, { path: rows })).status)
+    process.kill(pid, 'SIGCONT')
+    // Long enough for anything Redis queued while frozen to be run.
+    await new Promise((r) => setTimeout(r, 1500))
+    return statuses
+  }
+
   it('finding 3: a fresh instance under a burst answers from Redis, not from the fallback', async () => {
     const gw = await startGateway(
       testYaml(
@@ -85,22 +105,12 @@ describe('findings 3, 6, 12: the store', () => {
   })
 
   it('finding 6: on_error closed never charges a call it answered 503, when Redis resumes', async () => {
-    const prefix = `${db.redis.prefix}f6:`
-    const gw = await startGateway(
-      testYaml(
-        up.url,
-        `store: { url: "${db.redis.url}", prefix: "${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: 100/min }`
-      )
-    )
+    const gw = await closedGateway('f6:', '100/min')
     const pid = redisPid(db.redis.port)
     try {
       expect((await send(gw.port, { path: rows })).status).toBe(200)
-      process.kill(pid, 'SIGSTOP')
-      const statuses: number[] = []
-      for (let i = 0; i < 12; i++) statuses.push((await send(gw.port, { path: rows })).status)
+      const statuses = await callsWhileFrozen(pid, gw.port)
       expect(statuses).toEqual(Array(12).fill(503))
-      process.kill(pid, 'SIGCONT')
-      await new Promise((r) => setTimeout(r, 1500))
       const usage = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${U}` })).body)
       expect(usage.windows.find((w: { class: string }) => w.class === 'base').used).toBe(1)
     } finally {
@@ -113,21 +123,11 @@ describe('findings 3, 6, 12: the store', () => {
   // knew no offset to the store's clock, sent no deadline, and three of the 503s were charged
   // when Redis woke (remaining 6 where 9 was right).
   it('issue 22 (cold freeze): 503s answered before the first script answer are never charged', async () => {
-    const prefix = `${db.redis.prefix}cold:`
-    const gw = await startGateway(
-      testYaml(
-        up.url,
-        `store: { url: "${db.redis.url}", prefix: "${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: 10/min }`
-      )
-    )
+    const gw = await closedGateway('cold:', '10/min')
     const pid = redisPid(db.redis.port)
     try {
-      process.kill(pid, 'SIGSTOP')
-      const statuses: number[] = []
-      for (let i = 0; i < 12; i++) statuses.push((await send(gw.port, { path: rows })).status)
+      const statuses = await callsWhileFrozen(pid, gw.port)
       expect(statuses).toEqual(Array(12).fill(503))
-      process.kill(pid, 'SIGCONT')
-      await new Promise((r) => setTimeout(r, 1500))
       const next = await send(gw.port, { path: rows })
       expect(next.status).toBe(200)
       expect(next.headers['x-ratelimit-remaining']).toBe('9')
