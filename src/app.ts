@@ -2,18 +2,21 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
 import { bodyHistory } from './http/history-check.js'
-import { createGate } from './http/gate.js'
+import { createGate, type Pass } from './http/gate.js'
 import type { DryRun, Outcome } from './http/outcome.js'
 import type { ForwardRequest, ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
 import { createUpgradeHandler } from './http/websocket.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
-import { begin, createFinisher } from './observe/request-log.js'
+import { begin, createFinisher, type Begun, type Finish } from './observe/request-log.js'
 import type { UsageSummary } from './observe/summary.js'
 import { BufferBudget } from './size/body-buffer.js'
 import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
+import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE } from './protect/call-guard.js'
+import { createDelayer } from './protect/delay.js'
+import { Protector } from './protect/protector.js'
 
 export interface GatewayDeps {
   /** The current configuration snapshot; read once per request. */
@@ -41,6 +44,24 @@ export interface Gateway {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
   /** Open WebSocket tunnels, for graceful shutdown. */
   readonly tunnels: ReadonlySet<Duplex>
+  /** SPEC §9: this process's in-flight ceiling, queues and key shares. */
+  readonly protector: Protector
+}
+
+/** What the request path's steps share. */
+interface Flow {
+  deps: GatewayDeps
+  finish: Finish
+  sizeDeps: SizeDeps
+  guard: CallGuard
+}
+
+/** A call whose body is ready to forward. */
+interface Ready {
+  body: ForwardRequest['body']
+  /** Frees the held body (memory budget, temp file). */
+  release: () => void
+  dryRun: DryRun | null
 }
 
 /** The outcome of a forwarded call, from what the forwarder saw. */
@@ -66,66 +87,132 @@ function sizeDepsOf(deps: GatewayDeps): SizeDeps {
   }
 }
 
+/**
+ * SPEC §4: the checked body, held whole (or the history's body read). Null when the call
+ * ended here (refused, or the client went away), its line written.
+ */
+async function readBody(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  pass: Pass,
+  begun: Begun
+): Promise<Ready | null> {
+  const { admission, snapshot } = pass
+  const id = begun.requestId
+  const done = (o: Outcome, dryRun: DryRun | null = pass.dryRun) =>
+    flow.finish(pass, begun, o, dryRun)
+  const maybe = sizedBody(flow.sizeDeps, req, snapshot, pass)
+  const sized = maybe instanceof Promise ? await maybe : maybe
+  if (sized.kind === 'aborted') return (done({ kind: 'client_aborted', upstreamMs: null }), null)
+  if (sized.kind === 'unavailable') {
+    const headers = { ...admission.headers, 'retry-after': '1' }
+    begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
+    return (done({ kind: 'body_unavailable', message: sized.message }), null)
+  }
+  if (sized.kind === 'refused') {
+    sized.release()
+    const r = sized.refusal
+    // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
+    res.setHeader('connection', 'close')
+    begun.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
+    return (done({ kind: 'size_refused', ...r }), null)
+  }
+  const dryRun = sized.broken === null ? pass.dryRun : { ...pass.dryRun, size: sized.broken }
+  if (pass.pendingHistory.length > 0 && sized.body === undefined) {
+    const read = await bodyHistory(flow.deps, req, pass)
+    if (read === null) return (done({ kind: 'client_aborted', upstreamMs: null }, dryRun), null)
+    return { body: read.body, release: sized.release, dryRun }
+  }
+  return { body: sized.body, release: sized.release, dryRun }
+}
+
+/** SPEC §9: a slot at the server (the web UI's calls first; none within queue_ms → 503), then forwarded. */
+async function toServer(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  pass: Pass,
+  begun: Begun,
+  ready: Ready
+): Promise<void> {
+  const { admission, snapshot } = pass
+  const { guard } = flow
+  const done = (o: Outcome) => flow.finish(pass, begun, o, ready.dryRun)
+  const maybe = guard.slot(admission, res)
+  const slot = maybe instanceof Promise ? await maybe : maybe
+  if (slot.result !== 'granted') {
+    ready.release()
+    begun.givenBack = slot.givenBack === true
+    if (slot.result === 'cancelled') return done({ kind: 'client_aborted', upstreamMs: null })
+    const headers = guard.shedHeaders(admission, snapshot)
+    begun.bytesOut = sendJsonError(res, 503, SHED_MESSAGE, headers, begun.requestId)
+    return done({ kind: 'shed', waitedMs: slot.waitedMs })
+  }
+  flow.deps.forwarder.forward({
+    req,
+    res,
+    pathAndQuery: pass.path + pass.query,
+    extraHeaders:
+      pass.history.headers === null
+        ? admission.headers
+        : { ...admission.headers, ...pass.history.headers },
+    body: ready.body,
+    timeoutMs: snapshot.config.upstream.timeoutMs,
+    requestId: begun.requestId,
+    done: (r) => {
+      ready.release()
+      begun.bytesOut = r.bytesOut
+      begun.givenBack = guard.finished(admission, slot.ticket, snapshot, r)
+      done(forwardOutcome(r))
+    },
+  })
+}
+
 /** The request's way through: gate → size check → forward, and one finish() at every exit. */
 export function createGateway(deps: GatewayDeps): Gateway {
-  const { forwarder, logger } = deps
+  const { logger } = deps
   const gate = createGate(deps)
   const finish = createFinisher(deps)
   const sizeDeps = sizeDepsOf(deps)
+  const protector = new Protector(() => deps.snapshot().config.protect, deps.processes ?? 1)
+  deps.metrics?.watchProtect(() => protector.state())
+  const guard = new CallGuard({
+    protector,
+    store: deps.store,
+    onGiveBackError: (err) => logger.warn({ err }, 'a call could not be given back'),
+  })
+  const flow: Flow = { deps, finish, sizeDeps, guard }
+  const delayed = createDelayer({
+    gate,
+    protector,
+    delayMs: () => deps.snapshot().config.rateLimits.delayMs,
+    metrics: deps.metrics,
+  })
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const begun = begin(req)
-    const id = begun.requestId
-    const g = await gate(req)
+    let g = await gate(req)
+    if (g.kind === 'refuse' && g.outcome.kind === 'rate_limited') {
+      const first = g
+      const after = await delayed(req, res, first, (ms) => (begun.delayedMs = ms))
+      if (after === null) return finish(first, begun, { kind: 'client_aborted', upstreamMs: null })
+      g = after
+    }
     if (g.kind === 'refuse') {
-      begun.bytesOut = sendRefusal(res, g, id)
+      begun.bytesOut = sendRefusal(res, g, begun.requestId)
       return finish(g, begun, g.outcome)
     }
-    const { admission, path, snapshot } = g
-    const done = (outcome: Outcome, dryRun: DryRun | null = g.dryRun) =>
-      finish(g, begun, outcome, dryRun)
-
-    const maybe = sizedBody(sizeDeps, req, snapshot, g)
-    const sized = maybe instanceof Promise ? await maybe : maybe
-    if (sized.kind === 'aborted')
-      return done({ kind: 'client_aborted', upstreamMs: null }, g.dryRun)
-    if (sized.kind === 'unavailable') {
-      const headers = { ...admission.headers, 'retry-after': '1' }
-      begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
-      return done({ kind: 'body_unavailable', message: sized.message })
+    // SPEC §9: one key's share of the server, held until the call is done.
+    const busy = guard.enterKey(g.admission)
+    if (busy !== null) {
+      begun.givenBack = true
+      begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, await busy, begun.requestId)
+      return finish(g, begun, { kind: 'key_in_flight' })
     }
-    if (sized.kind === 'refused') {
-      sized.release()
-      const r = sized.refusal
-      // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
-      res.setHeader('connection', 'close')
-      begun.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
-      return done({ kind: 'size_refused', ...r })
-    }
-    const dryRun = sized.broken === null ? g.dryRun : { ...g.dryRun, size: sized.broken }
-    let body: ForwardRequest['body'] = sized.body
-    if (g.pendingHistory.length > 0 && body === undefined) {
-      const read = await bodyHistory(deps, req, g)
-      if (read === null) return done({ kind: 'client_aborted', upstreamMs: null }, dryRun)
-      body = read.body
-    }
-    forwarder.forward({
-      req,
-      res,
-      pathAndQuery: path + g.query,
-      extraHeaders:
-        g.history.headers === null
-          ? admission.headers
-          : { ...admission.headers, ...g.history.headers },
-      body,
-      timeoutMs: snapshot.config.upstream.timeoutMs,
-      requestId: id,
-      done: (r) => {
-        sized.release()
-        begun.bytesOut = r.bytesOut
-        done(forwardOutcome(r), dryRun)
-      },
-    })
+    const ready = await readBody(flow, req, res, g, begun)
+    if (ready === null) return guard.leaveKey(g.admission)
+    return toServer(flow, req, res, g, begun, ready)
   }
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -137,6 +224,12 @@ export function createGateway(deps: GatewayDeps): Gateway {
     })
   }
 
-  const upgrade = createUpgradeHandler({ upstreamUrl: deps.upstreamUrl, logger, gate, finish })
-  return { handleRequest, handleUpgrade: upgrade.handle, tunnels: upgrade.tunnels }
+  const upgrade = createUpgradeHandler({
+    upstreamUrl: deps.upstreamUrl,
+    logger,
+    gate,
+    finish,
+    guard,
+  })
+  return { handleRequest, handleUpgrade: upgrade.handle, tunnels: upgrade.tunnels, protector }
 }

@@ -29,6 +29,23 @@ export interface RuleConfig {
   mode: Mode
 }
 
+/** The classes that may wait for a slot of the in-flight ceiling (exempt calls never wait). */
+export type QueuedClass = Exclude<RequestClass, 'exempt'>
+
+/** SPEC §9: the in-flight ceiling, its queue and one key's share. */
+export interface ProtectConfig {
+  /** Calls of this instance at the server at once: a number, `auto`, or Infinity (unlimited). */
+  maxInFlight: number | 'auto'
+  /** The lowest ceiling `auto` goes to. */
+  minInFlight: number
+  /** How long a call waits for a slot before its 503. */
+  queueMs: number
+  /** Every queued class, the first served first. */
+  priority: readonly QueuedClass[]
+  /** Calls of one key at the server at once; Infinity = unlimited. */
+  keyInFlight: number
+}
+
 export type HeadersMode = 'gateway' | 'all' | 'none'
 /** SPEC §10: which rate headers: the service's x-ratelimit-*, the IETF draft's, or both. */
 export type HeaderStyle = 'x-ratelimit' | 'ietf' | 'both'
@@ -103,7 +120,13 @@ export interface Config {
     other: RateList
     rules: readonly RuleConfig[]
     ipCeiling: RateList
+    /** SPEC §9: a call refused by a rate window that frees within this waits and is checked again; 0 = never. */
+    delayMs: number
   }
+  /** SPEC §9: protecting the server as a whole. */
+  protect: ProtectConfig
+  /** SPEC §9: `serverErrors: false` gives back calls the server answered 5xx (or 502/504). */
+  charge: { serverErrors: boolean }
   headers: HeadersMode
   headerStyle: HeaderStyle
   mode: Mode

@@ -57,6 +57,7 @@ export function configView(config: Config): Record<string, unknown> {
       auth_token: rates(rateLimits.authToken),
       other: rates(rateLimits.other),
       ip_ceiling: rates(rateLimits.ipCeiling),
+      delay_ms: rateLimits.delayMs,
       rules: rateLimits.rules.map((r) => ({
         name: r.name,
         method: r.methods,
@@ -65,6 +66,8 @@ export function configView(config: Config): Record<string, unknown> {
         mode: r.mode,
       })),
     },
+    protect: protectView(config.protect),
+    charge: { server_errors: config.charge.serverErrors },
     allow: config.allow,
     headers: config.headers,
     header_style: config.headerStyle,
@@ -95,6 +98,19 @@ export function configView(config: Config): Record<string, unknown> {
       removed: config.history.removed,
       deprecation_headers: config.history.deprecationHeaders,
     },
+  }
+}
+
+const unlimitedOr = <T>(v: T) => (v === Infinity ? 'unlimited' : v)
+
+/** SPEC §9's section, as the file writes it. */
+function protectView(p: Config['protect']) {
+  return {
+    max_in_flight: unlimitedOr(p.maxInFlight),
+    min_in_flight: p.minInFlight,
+    queue_ms: p.queueMs,
+    priority: p.priority,
+    key_in_flight: unlimitedOr(p.keyInFlight),
   }
 }
 

@@ -8,6 +8,7 @@ import { bearerAuth } from './auth.js'
 import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
 import { configView } from './mask.js'
+import type { ProtectState } from '../protect/protector.js'
 import { probeRoutes } from './probes.js'
 import { refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
@@ -15,7 +16,14 @@ import { usageRoutes } from './usage.js'
 // SPEC §7: the admin listener. JSON answers; errors `{"error_msg": ...}`.
 
 /** The admin GET paths without parameters (deploy probes and scrapes must use these). */
-export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/teams', '/v1/config'] as const
+export const ADMIN_PATHS = [
+  '/healthz',
+  '/readyz',
+  '/metrics',
+  '/v1/teams',
+  '/v1/config',
+  '/v1/protect',
+] as const
 
 const MAX_ADMIN_BODY = 1_048_576
 
@@ -31,8 +39,19 @@ export interface AdminDeps {
   now?: () => number
   /** SPEC §8: the server's version in force, the report's counters and this instance's flush. */
   history?: { serverVersion: () => string | null; report: ReportStore; flush: () => Promise<void> }
+  /** SPEC §9: the server protection's state (this process's, or its workers' summed). */
+  protect?: () => Promise<ProtectState | null>
   /** A primary's view of its worker processes (`workers` > 1). */
   workers?: { serving: () => number; renderMetrics: () => Promise<string> }
+}
+
+/** SPEC §9: what /metrics shows of the server's protection, as JSON. */
+function protectRoute(app: Hono, protect: AdminDeps['protect']): void {
+  app.get('/v1/protect', async (c) => {
+    const state = (await protect?.()) ?? null
+    if (state === null) return c.json({ error_msg: 'no proxy process is serving' }, 503)
+    return c.json(state)
+  })
 }
 
 export function createAdminApp(deps: AdminDeps): Hono {
@@ -92,6 +111,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
     })
   })
 
+  protectRoute(app, deps.protect)
   app.get('/v1/config', (c) => {
     const config = configView(holder.current.config)
     // SPEC §8: the version in force (auto shows what /server-info/ said, or null).

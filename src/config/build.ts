@@ -4,6 +4,8 @@ import type {
   ConfigProblem,
   MonthlyConfig,
   PlanConfig,
+  ProtectConfig,
+  QueuedClass,
   RateList,
   RuleConfig,
   SizeLimits,
@@ -12,7 +14,7 @@ import type {
 import { parseRate } from './rate.js'
 import { DEFAULTS as D } from './defaults.js'
 import { DEFAULT_PLANS, PRESETS } from './presets.js'
-import type { LimitsFile } from './schema.js'
+import { QUEUED_CLASSES, type LimitsFile } from './schema.js'
 import { parseUuid } from '../http/base-uuid.js'
 import { parseVersion } from '../history/version.js'
 
@@ -118,6 +120,9 @@ function filled(file: LimitsFile) {
     client_ip: { ...D.client_ip, ...file.client_ip },
     size_limits: { ...D.size_limits, ...file.size_limits },
     history: { ...D.history, ...file.history },
+    protect: { ...D.protect, ...file.protect },
+    charge: { ...D.charge, ...file.charge },
+    delay_ms: file.rate_limits?.delay_ms ?? D.rate_limits.delay_ms,
     server: { ...D.server, ...file.server },
     monthly_timezone: file.monthly?.timezone ?? D.monthly.timezone,
     ip_ceiling: file.rate_limits?.ip_ceiling ?? D.rate_limits.ip_ceiling,
@@ -265,6 +270,37 @@ function buildSizeLimits(f: Filled): SizeLimits {
   }
 }
 
+/** SPEC §9: the ceiling, its queue order and one key's share, checked against each other. */
+function buildProtect(problems: ConfigProblem[], f: Filled): ProtectConfig {
+  const p = f.protect
+  const given = p.priority as QueuedClass[]
+  const seen = new Set<QueuedClass>()
+  given.forEach((c, i) => {
+    if (seen.has(c))
+      problems.push({
+        field: `protect.priority[${i}]`,
+        message: `${JSON.stringify(c)} is listed twice`,
+      })
+    seen.add(c)
+  })
+  // Classes left out wait after the listed ones, in the default order.
+  const priority = [...seen, ...QUEUED_CLASSES.filter((c) => !seen.has(c))]
+  const max = p.max_in_flight === 'unlimited' ? Infinity : p.max_in_flight
+  const key = p.key_in_flight === 'unlimited' ? Infinity : p.key_in_flight
+  if (typeof max === 'number' && key !== Infinity && key > max)
+    problems.push({
+      field: 'protect.key_in_flight',
+      message: `${key} is above protect.max_in_flight (${max}): one key could never use its share`,
+    })
+  return {
+    maxInFlight: max,
+    minInFlight: p.min_in_flight,
+    queueMs: p.queue_ms,
+    priority,
+    keyInFlight: key,
+  }
+}
+
 /**
  * Worker processes share counters only through a shared store: with the in-memory store each
  * would count alone and admit up to N times a limit (SPEC §3's bound). Sharing a memory store
@@ -322,7 +358,10 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
       other: checkedRates(problems, 'rate_limits.other', rl.other ?? preset.other),
       rules: buildRules(problems, file),
       ipCeiling: checkedRates(problems, 'rate_limits.ip_ceiling', f.ip_ceiling),
+      delayMs: f.delay_ms,
     },
+    protect: buildProtect(problems, f),
+    charge: { serverErrors: f.charge.server_errors },
     headers: f.headers,
     headerStyle: f.header_style,
     mode: f.mode,

@@ -29,6 +29,9 @@ export const rateValue = z.union([rateText, z.array(rateText).min(1)])
 /** More processes than this is a typo, not a plan: each holds its own pools and connections. */
 export const MAX_WORKERS = 64
 
+/** SPEC §9: the classes that wait for a slot, in the default priority order. */
+export const QUEUED_CLASSES = ['other', 'auth_token', 'account', 'base'] as const
+
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().min(1)
 const methodName = z
@@ -112,8 +115,28 @@ export const limitsFileSchema = z.strictObject({
       other: rateValue.optional(),
       rules: z.array(rule).optional(),
       ip_ceiling: rateValue.optional(),
+      delay_ms: z.number().int().min(0).max(60_000).optional(),
     })
     .optional(),
+  protect: z
+    .strictObject({
+      max_in_flight: z
+        .union([z.literal('auto'), z.literal('unlimited'), z.number().int().min(1).max(100_000)], {
+          error: (iss) =>
+            `${JSON.stringify(iss.input)} is not a ceiling (1 to 100000, auto or unlimited)`,
+        })
+        .optional(),
+      min_in_flight: z.number().int().min(1).max(1000).optional(),
+      queue_ms: z.number().int().min(0).max(600_000).optional(),
+      priority: z.array(z.enum(QUEUED_CLASSES)).min(1).optional(),
+      key_in_flight: z
+        .union([z.literal('unlimited'), positiveInt], {
+          error: (iss) => `${JSON.stringify(iss.input)} is not a count (1 or more, or unlimited)`,
+        })
+        .optional(),
+    })
+    .optional(),
+  charge: z.strictObject({ server_errors: z.boolean().optional() }).optional(),
   headers: z.enum(['gateway', 'all', 'none']).optional(),
   header_style: z.enum(['x-ratelimit', 'ietf', 'both']).optional(),
   mode: z.enum(['enforce', 'dry-run']).optional(),

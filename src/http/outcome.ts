@@ -17,6 +17,10 @@ export type Outcome =
   | { kind: 'bad_path'; reason: string }
   | { kind: 'store_unavailable' }
   | { kind: 'gone'; entry: string; message: string }
+  /** SPEC §9: no slot at the server came within queue_ms (or the queue was full): 503, given back. */
+  | { kind: 'shed'; waitedMs: number }
+  /** SPEC §9: the key already has key_in_flight calls in progress: 429, given back. */
+  | { kind: 'key_in_flight' }
 
 export type OutcomeKind = Outcome['kind']
 
@@ -31,12 +35,14 @@ export function statusOf(o: Outcome): number {
       return 0
     case 'rate_limited':
     case 'monthly_limited':
+    case 'key_in_flight':
       return 429
     case 'bad_request':
     case 'bad_path':
       return 400
     case 'store_unavailable':
     case 'body_unavailable':
+    case 'shed':
       return 503
     case 'gone':
       return 410

@@ -8,11 +8,13 @@ import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/log.js'
 import { begin, type Finish } from '../observe/request-log.js'
-import type { GateResult, Refusal } from './gate.js'
-import type { Outcome } from './outcome.js'
+import type { GateResult, Pass, Refusal } from './gate.js'
+import { statusOf, type Outcome } from './outcome.js'
 import { upstreamRequestHeaders } from './proxy.js'
 import { jsonError } from './respond.js'
 import { sizeCheckFor } from '../size/actions.js'
+import { KEY_BUSY_MESSAGE, SHED_MESSAGE, type CallGuard } from '../protect/call-guard.js'
+import type { SlotTicket } from '../protect/protector.js'
 
 // SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
 // The upgrade request is rate-checked like any other; after the 101 the two sockets are
@@ -71,6 +73,8 @@ export interface UpgradeOptions {
   logger: Logger
   gate: (req: IncomingMessage) => Promise<GateResult>
   finish: Finish
+  /** SPEC §9: an upgrade holds a slot at the server until its 101 (or its answer). */
+  guard?: CallGuard
 }
 
 /** After the 101: each side's early bytes to the other, then the two sockets piped together. */
@@ -89,6 +93,42 @@ function joinTunnel(
   socket.pipe(upstream.socket)
   tunnels.add(socket)
   socket.once('close', () => tunnels.delete(socket))
+}
+
+/** The answer to an upgrade whose upstream failed: 504 on its timeout, else 502. */
+function upstreamFailure(err: NodeJS.ErrnoException): { status: number; text: string } {
+  if (err.code === 'ETIMEDOUT') return { status: 504, text: 'the upstream sent no answer in time' }
+  return { status: 502, text: `the upstream could not be reached (${err.code ?? 'error'})` }
+}
+
+/**
+ * SPEC §9 for an upgrade: its key's place and a slot at the server. The ticket to release
+ * once the upstream answered; null when no guard applies; false when the call ended here
+ * (answered 429 or 503, or the client left), its outcome handed to `ended`.
+ */
+async function holdSlot(
+  guard: CallGuard | undefined,
+  socket: Duplex,
+  g: Pass,
+  ended: (o: Outcome) => void
+): Promise<SlotTicket | null | false> {
+  if (guard === undefined) return null
+  const { admission, snapshot } = g
+  const busy = guard.enterKey(admission)
+  if (busy !== null) {
+    jsonFail(socket, 429, KEY_BUSY_MESSAGE, await busy)
+    ended({ kind: 'key_in_flight' })
+    return false
+  }
+  const maybe = guard.slot(admission, socket)
+  const slot = maybe instanceof Promise ? await maybe : maybe
+  if (slot.result === 'granted') return slot.ticket
+  if (slot.result === 'cancelled') ended({ kind: 'client_aborted', upstreamMs: null })
+  else {
+    jsonFail(socket, 503, SHED_MESSAGE, guard.shedHeaders(admission, snapshot))
+    ended({ kind: 'shed', waitedMs: slot.waitedMs })
+  }
+  return false
 }
 
 export function createUpgradeHandler(opts: UpgradeOptions) {
@@ -114,7 +154,17 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       jsonFail(socket, 400, NOT_HERE, admission.headers)
       return done({ kind: 'size_refused', status: 400, message: NOT_HERE })
     }
-
+    const held = await holdSlot(opts.guard, socket, g, (o) => {
+      if (o.kind !== 'forwarded') begun.givenBack = true
+      done(o)
+    })
+    if (held === false) return
+    // The slot and the key's place go with the 101 (or whatever else answered the upgrade).
+    const end = (o: Extract<Outcome, { upstreamMs: number | null }>) => {
+      const r = { status: statusOf(o), upstreamMs: o.upstreamMs }
+      if (held !== null) begun.givenBack = opts.guard!.finished(admission, held, snapshot, r)
+      done(o)
+    }
     const upstreamReq = send({
       host: url.hostname,
       port: url.port || (url.protocol === 'https:' ? 443 : 80),
@@ -127,19 +177,15 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       upstreamReq.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }))
     )
     upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
-      const status = err.code === 'ETIMEDOUT' ? 504 : 502
-      const text =
-        status === 504
-          ? 'the upstream sent no answer in time'
-          : `the upstream could not be reached (${err.code ?? 'error'})`
+      const { status, text } = upstreamFailure(err)
       jsonFail(socket, status, text)
-      done({ kind: 'upstream_error', status, upstreamMs: null, error: err.code ?? 'error' })
+      end({ kind: 'upstream_error', status, upstreamMs: null, error: err.code ?? 'error' })
     })
     // The upstream declined the upgrade: relay its answer as is.
     upstreamReq.on('response', (res) => {
       socket.write(rawHead(res.statusCode ?? 502, res.statusMessage, res.rawHeaders))
       res.pipe(socket)
-      done({
+      end({
         kind: 'forwarded',
         status: res.statusCode ?? 0,
         upstreamMs: performance.now() - startedMs,
@@ -150,7 +196,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       upstreamReq.setTimeout(0)
       socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
       joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels)
-      done({ kind: 'forwarded', status: 101, upstreamMs })
+      end({ kind: 'forwarded', status: 101, upstreamMs })
     })
     upstreamReq.end()
   }

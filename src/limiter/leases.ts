@@ -50,6 +50,14 @@ interface Demand {
   declined: number
 }
 
+/** Whether two times on the decision clock fall in one bucket of the charge's window. */
+function sameBucket(c: Charge, aMs: number, bMs: number): boolean {
+  const w = windowMsOf(c)
+  if (w === 0) return true
+  const bucketMs = w / BUCKETS_PER_WINDOW
+  return Math.floor(aMs / bucketMs) === Math.floor(bMs / bucketMs)
+}
+
 const SHARE_OF_LIMIT = 1 / 20
 /** How long give-backs wait for others to go with them; a script call holds at most so many. */
 const GIVE_BACK_DELAY_MS = 5
@@ -380,6 +388,38 @@ export class LeasingStore implements LimiterStore {
     this.lastSent = this.inner.giveBack!(batch.uses)
       .catch(() => {})
       .then(batch.send)
+  }
+
+  /**
+   * Calls given back by the request path (SPEC §9: shed, or failed at the server). A call of a
+   * share still held in the same bucket goes back into the share (another call may use it; the
+   * share's rest goes back when it ends); any other joins the give-back batch, sent at the end
+   * of this turn of the event loop: a burst of sheds costs one script call.
+   */
+  giveBack(uses: readonly GiveBack[]): Promise<void> {
+    if (this.inner.giveBack === undefined || uses.length === 0) return Promise.resolve()
+    const clockNow = this.clock.monotonic()
+    let batch: GiveBackBatch | null = null
+    for (const u of uses) {
+      const lease = this.leases.get(u.charge.key)
+      if (
+        lease !== undefined &&
+        clockNow < lease.deadline &&
+        lease.charge.limit === u.charge.limit &&
+        sameBucket(lease.charge, lease.grantAtMs, u.atMs)
+      ) {
+        lease.units += u.units
+        continue
+      }
+      batch = this.batch ??= this.newBatch()
+      batch.uses.push(u)
+    }
+    if (batch === null) return Promise.resolve()
+    // The request path waits for these (a shed's 503 goes after its give-back): they go at the
+    // end of this turn of the event loop, with every other give-back of the same turn.
+    if (batch.uses.length >= MAX_GIVE_BACK) this.flush()
+    else setImmediate(() => this.batch === batch && this.flush())
+    return batch.sent
   }
 
   /** Settles once every give-back sent or waiting now has been answered. */

@@ -2,6 +2,7 @@ import {
   BUCKETS_PER_WINDOW,
   type Charge,
   type Decision,
+  type GiveBack,
   type LimiterStore,
   type MonthlyCharge,
   type SlidingCharge,
@@ -127,6 +128,24 @@ export class MemoryStore implements LimiterStore {
       }
     }
     return { used, resetAtMs, retryAtMs, current }
+  }
+
+  /**
+   * As lua/give-back.lua: each use leaves the bucket it was charged in, only while that bucket
+   * holds it (one that left the window took its calls with it), so no window goes below zero.
+   */
+  async giveBack(uses: readonly GiveBack[]): Promise<void> {
+    for (const u of uses) {
+      const e = this.entries.get(u.charge.key)
+      if (e === undefined || u.units <= 0) continue
+      const c = u.charge
+      const bucket =
+        c.kind === 'monthly' ? 0 : Math.floor(u.atMs / (c.windowMs / BUCKETS_PER_WINDOW))
+      const held = e.buckets.get(bucket) ?? 0
+      if (held < u.units) continue
+      if (held === u.units) e.buckets.delete(bucket)
+      else e.buckets.set(bucket, held - u.units)
+    }
   }
 
   /** Idle keys expire, as Redis's PEXPIRE does; one pass at most every second. */

@@ -1,4 +1,5 @@
 import type { OutcomeKind } from '../http/outcome.js'
+import type { ProtectState } from '../protect/protector.js'
 import {
   AggregatorRegistry,
   collectDefaultMetrics,
@@ -11,13 +12,15 @@ import {
   type MetricValue,
 } from 'prom-client'
 
-export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run'
+export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run' | 'shed' | 'key_in_flight'
 
 /** The refusal an outcome stands for, if any. */
 export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
   rate_limited: 'rate',
   monthly_limited: 'monthly',
   size_refused: 'size',
+  shed: 'shed',
+  key_in_flight: 'key_in_flight',
 }
 
 type Child = { inc(): void }
@@ -134,6 +137,67 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
   })
+  // SPEC §9: the server's protection, read from this process's protector at each scrape.
+  private protect: () => ProtectState | null = () => null
+  readonly protectCeiling = new Gauge({
+    name: 'basegate_protect_ceiling',
+    help: 'Calls allowed at the server at once (protect.max_in_flight; +Inf when unlimited)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      const s = this.protect()
+      if (s !== null) this.protectCeiling.set(s.ceiling ?? Infinity)
+    },
+  })
+  readonly protectInFlight: Gauge<'class'> = new Gauge({
+    name: 'basegate_protect_in_flight',
+    help: 'Calls at the server now, by class',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: (): void => this.perClass(this.protectInFlight, (s) => s.in_flight),
+  })
+  readonly protectWaiting: Gauge<'class'> = new Gauge({
+    name: 'basegate_protect_waiting',
+    help: 'Calls waiting for a slot at the server now, by class',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: (): void => this.perClass(this.protectWaiting, (s) => s.waiting),
+  })
+  readonly protectUnloaded = new Gauge({
+    name: 'basegate_protect_unloaded_seconds',
+    help: "The server's unloaded time to response headers (p10 of interval medians, 3 minutes)",
+    registers: [this.registry],
+    aggregator: 'max',
+    collect: () => {
+      const ms = this.protect()?.unloaded_ms ?? null
+      if (ms !== null) this.protectUnloaded.set(ms / 1000)
+    },
+  })
+  readonly protectRecent = new Gauge({
+    name: 'basegate_protect_recent_seconds',
+    help: "The server's recent time to response headers (median of the last interval)",
+    registers: [this.registry],
+    aggregator: 'max',
+    collect: () => {
+      const ms = this.protect()?.recent_ms ?? null
+      if (ms !== null) this.protectRecent.set(ms / 1000)
+    },
+  })
+  readonly sheds = counter(
+    this.registry,
+    'basegate_protect_shed_total',
+    'Calls answered 503 because no slot at the server came within protect.queue_ms, by class',
+    ['class'] as const
+  )
+  readonly delayed = counter(
+    this.registry,
+    'basegate_protect_delayed_total',
+    'Calls that waited out rate_limits.delay_ms, by what the second check said',
+    ['result'] as const
+  )
+
   readonly monthlyUsed = gauge(
     this.registry,
     'basegate_monthly_used',
@@ -187,6 +251,17 @@ export class Metrics {
   /** Where basegate_lease_calls_held is read from (the leasing store, when leases are on). */
   watchLeases(held: () => number): void {
     this.leaseUnitsHeld = held
+  }
+
+  /** Where the protection gauges are read from (the gateway's protector). */
+  watchProtect(state: () => ProtectState): void {
+    this.protect = state
+  }
+
+  private perClass(g: Gauge<'class'>, of: (s: ProtectState) => Record<string, number>): void {
+    const s = this.protect()
+    if (s === null) return
+    for (const [cls, n] of Object.entries(of(s))) g.labels(cls).set(n)
   }
 
   /** A reload's result. */

@@ -22,6 +22,7 @@ export const PLAIN_FIELDS = [
   ['store_ms', 'number'],
   ['store_time', 'number'],
   ['duration_ms', 'number'],
+  ['delayed_ms', 'number'],
   ['upstream_ms', 'number'],
   ['api_change', 'safe'],
   ['client_ip', 'safe'],

@@ -40,6 +40,10 @@ export interface Begun {
   bytesIn: number | undefined
   /** The answer's body bytes, set on the way out. */
   bytesOut: number | undefined
+  /** SPEC §9: how long the call waited out a rate window's delay before its second check. */
+  delayedMs: number | undefined
+  /** SPEC §9: the call was given back to the windows that charged it (shed, key share, 5xx). */
+  givenBack: boolean
 }
 
 const SANE_ID = /^[A-Za-z0-9._~:-]{1,128}$/
@@ -69,6 +73,8 @@ export function begin(req: IncomingMessage): Begun {
     peer: peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer,
     bytesIn: declared === undefined ? undefined : Number(declared) || 0,
     bytesOut: undefined,
+    delayedMs: undefined,
+    givenBack: false,
   }
 }
 
@@ -83,6 +89,8 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   upstream_error: 'upstream error',
   client_aborted: 'client went away',
   gone: 'refused: removed endpoint',
+  shed: 'refused: the server is busy (shed)',
+  key_in_flight: 'refused: too many calls of this key in progress',
 }
 
 const round2 = (ms: number) => Math.round(ms * 100) / 100
@@ -108,6 +116,8 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
       return { removed: o.entry, error_msg: o.message }
     case 'body_unavailable':
       return { error_msg: o.message }
+    case 'shed':
+      return { waited_ms: round2(o.waitedMs) }
     default:
       return {}
   }
@@ -140,6 +150,7 @@ function count(f: Finished, deps: { metrics?: Metrics; summary?: UsageSummary })
   if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {
     metrics.countRequest(cls, o.kind, f.dryRun !== null)
+    if (o.kind === 'shed') metrics.sheds.labels(cls).inc()
     for (const id of f.apiChanges) metrics.countApiChange(id)
     const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
     if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
@@ -171,6 +182,7 @@ function commonFields(f: Finished, status: number) {
     store_ms: adm?.storeMs == null ? undefined : round2(adm.storeMs),
     store_time: adm?.decision?.storeMs,
     duration_ms: round2(performance.now() - f.begun.startedMs),
+    delayed_ms: f.begun.delayedMs === undefined ? undefined : round2(f.begun.delayedMs),
   }
 }
 
@@ -183,6 +195,7 @@ function accessFields(f: Finished) {
     request_id: b.requestId,
     bytes_in: b.bytesIn,
     bytes_out: b.bytesOut,
+    given_back: b.givenBack ? true : undefined,
   }
 }
 
@@ -201,7 +214,7 @@ export function createFinisher(deps: {
   function write(f: Finished): void {
     const o = f.outcome
     const status = statusOf(o)
-    const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500
+    const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500 && !f.begun.givenBack
     // A 429 carries no fields of its own: a flood's lines take the prepared path too.
     const refusal = (o.kind === 'rate_limited' || o.kind === 'monthly_limited') && f.dryRun === null
     const common = commonFields(f, status)

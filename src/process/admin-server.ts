@@ -7,7 +7,11 @@ import type { Core } from './core.js'
 
 export function createAdmin(
   core: Core,
-  opts: { flush: () => Promise<void>; workers?: AdminDeps['workers'] }
+  opts: {
+    flush: () => Promise<void>
+    workers?: AdminDeps['workers']
+    protect: AdminDeps['protect']
+  }
 ): Server {
   const { holder, stores, metrics, serverVersion } = core
   return createAdaptorServer({
@@ -19,8 +23,13 @@ export function createAdmin(
       storeKind: stores.kind,
       draining: () => core.draining,
       reload: () => core.reload('admin'),
-      history: { serverVersion: () => serverVersion.current(), report: stores.report, ...opts },
+      history: {
+        serverVersion: () => serverVersion.current(),
+        report: stores.report,
+        flush: opts.flush,
+      },
       workers: opts.workers,
+      protect: opts.protect,
       now: () => core.runtime.clock.now(),
     }).fetch,
   }) as Server

@@ -3,6 +3,7 @@ import type { Cli } from '../cli.js'
 import { createLogger } from '../observe/log.js'
 import type { Config } from '../types.js'
 import { WorkerPool } from '../workers/primary.js'
+import { sumStates } from '../protect/protector.js'
 import { closeServer, createAdmin } from './admin-server.js'
 import { bootCore, closeCore } from './core.js'
 import {
@@ -32,6 +33,7 @@ export async function runPrimary(
   const core = await bootCore(cli, config, runtime, logger, (c) => workers.broadcastConfig(c))
   const admin = createAdmin(core, {
     flush: async () => void (await workers.ask('flush')),
+    protect: async () => sumStates(await workers.ask('protect')),
     workers: {
       serving: () => workers.serving,
       renderMetrics: async () => core.metrics.renderWith(await workers.ask('metrics')),

@@ -18,7 +18,10 @@ import { reloadOnHangup, stopOnSignals } from './signals.js'
 export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Promise<void> {
   const core = await bootCore(cli, config, runtime, createLogger({ level: runtime.logLevel }))
   const proxy = createProxy(core)
-  const admin = createAdmin(core, { flush: () => proxy.recorder.flush() })
+  const admin = createAdmin(core, {
+    flush: () => proxy.recorder.flush(),
+    protect: async () => proxy.gateway.protector.state(),
+  })
   const p = await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
   const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
   const watcher = watchConfig(core)

@@ -36,6 +36,7 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (running === null) return null
       if (what === 'metrics') return running.core.metrics.snapshot()
       if (what === 'summary') return running.core.summary.take()
+      if (what === 'protect') return running.proxy.gateway.protector.state()
       await running.proxy.recorder.flush()
       return true
     },

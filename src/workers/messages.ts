@@ -1,6 +1,7 @@
 import type { Metrics } from '../observe/metrics.js'
 import type { SummaryCounts } from '../observe/summary.js'
 import type { Config } from '../types.js'
+import type { ProtectState } from '../protect/protector.js'
 
 // The primary and its workers speak over the cluster IPC channel (advanced serialisation, so
 // a Config crosses whole: Infinity and all). Every message carries `bg`, so messages of other
@@ -14,6 +15,7 @@ export interface Answers {
   metrics: Awaited<ReturnType<Metrics['snapshot']>>
   summary: SummaryCounts
   flush: true
+  protect: ProtectState
 }
 
 export type ToWorker =

@@ -335,3 +335,54 @@ describe('every problem at once, and rules that can never match', () => {
     if (!r.ok) expect(r.problems[0]!.field).toBe('admin.token')
   })
 })
+
+// Issue #23 / SPEC §9: the protection settings, each problem named by its field.
+describe('protect, delay_ms and charge (SPEC §9)', () => {
+  it('is off by default: unlimited, nothing delayed, server errors charged', () => {
+    const r = parseConfig('', {})
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    expect(r.config.protect).toEqual({
+      maxInFlight: Infinity,
+      minInFlight: 4,
+      queueMs: 1000,
+      priority: ['other', 'auth_token', 'account', 'base'],
+      keyInFlight: Infinity,
+    })
+    expect(r.config.rateLimits.delayMs).toBe(0)
+    expect(r.config.charge.serverErrors).toBe(true)
+  })
+
+  it('reads every setting; classes left out of priority wait after the listed ones', () => {
+    const r = parseConfig(
+      'protect: { max_in_flight: auto, min_in_flight: 2, queue_ms: 250, priority: [account], key_in_flight: 3 }\nrate_limits: { delay_ms: 800 }\ncharge: { server_errors: false }',
+      {}
+    )
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    expect(r.config.protect).toEqual({
+      maxInFlight: 'auto',
+      minInFlight: 2,
+      queueMs: 250,
+      priority: ['account', 'other', 'auth_token', 'base'],
+      keyInFlight: 3,
+    })
+    expect(r.config.rateLimits.delayMs).toBe(800)
+    expect(r.config.charge.serverErrors).toBe(false)
+  })
+
+  it.each([
+    ['protect: { max_in_flight: 0 }', 'protect.max_in_flight'],
+    ['protect: { max_in_flight: lots }', 'protect.max_in_flight'],
+    ['protect: { queue_ms: -1 }', 'protect.queue_ms'],
+    ['protect: { priority: [other, people] }', 'protect.priority[1]'],
+    ['protect: { priority: [base, base] }', 'protect.priority[1]'],
+    ['protect: { max_in_flight: 4, key_in_flight: 5 }', 'protect.key_in_flight'],
+    ['protect: { min_in_flight: 0 }', 'protect.min_in_flight'],
+    ['protect: { key_in_flight: 0 }', 'protect.key_in_flight'],
+    ['rate_limits: { delay_ms: -5 }', 'rate_limits.delay_ms'],
+    ['charge: { server_errors: maybe }', 'charge.server_errors'],
+  ])('%s is refused naming %s', (yaml, field) => {
+    const r = parseConfig(yaml, {})
+    expect(r.ok).toBe(false)
+    if (!r.ok) expect(r.problems.map((p) => p.field)).toContain(field)
+  })
+})

@@ -163,6 +163,42 @@ export function storeContract(name: string, factory: StoreFactory): void {
       }
     })
 
+    it('takes a call given back from the bucket it was charged in, and never below zero (SPEC §9)', async () => {
+      const store = await factory.make()
+      const c = charge(3)
+      const times: number[] = []
+      for (let i = 0; i < 3; i++) {
+        const d = await store.consume([c], T0 + i)
+        expect(d.allowed).toBe(true)
+        times.push(d.nowMs)
+      }
+      expect((await store.consume([c], T0 + 3)).allowed).toBe(false)
+      await store.giveBack!([
+        { charge: c, units: 1, atMs: times[0]! },
+        { charge: c, units: 1, atMs: times[1]! },
+      ])
+      expect((await store.consume([c], T0 + 4)).allowed).toBe(true)
+      expect((await store.consume([c], T0 + 5)).allowed).toBe(true)
+      expect((await store.consume([c], T0 + 6)).allowed).toBe(false)
+      // More than its bucket holds: nothing is taken, so the window cannot go below zero.
+      const d = charge(3)
+      const first = await store.consume([d], T0)
+      await store.giveBack!([{ charge: d, units: 2, atMs: first.nowMs }])
+      expect((await store.consume([d], T0 + 1)).allowed).toBe(true)
+      expect((await store.consume([d], T0 + 2)).allowed).toBe(true)
+      expect((await store.consume([d], T0 + 3)).allowed).toBe(false)
+    })
+
+    it('gives nothing back into a bucket that has left the window', async () => {
+      const store = await factory.make()
+      const c = charge(1)
+      const old = await store.consume([c], T0)
+      const later = T0 + MIN + 2 * (MIN / 50)
+      expect((await store.consume([c], later)).allowed).toBe(true)
+      await store.giveBack!([{ charge: c, units: 1, atMs: old.nowMs }])
+      expect((await store.consume([c], later + 1)).allowed).toBe(false)
+    })
+
     it('admits a request with no windows without a store call', async () => {
       const store = await factory.make()
       const d = await store.consume([], T0)

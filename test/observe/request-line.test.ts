@@ -37,6 +37,7 @@ const full: PlainLine = {
   store_ms: 0.42,
   store_time: 1795409960123,
   duration_ms: 1.25,
+  delayed_ms: 950.5,
   upstream_ms: 0.87,
   api_change: 'dtable-server-removed',
   client_ip: '203.0.113.9',
@@ -114,6 +115,8 @@ describe('the prepared request line', () => {
       peer: '127.0.0.1',
       bytesIn: undefined,
       bytesOut: 0,
+      delayedMs: 12.5,
+      givenBack: false,
     }
     finish(g, begun, { kind: 'rate_limited' })
     const keys = Object.keys(JSON.parse(a.lines[0]!)).filter(

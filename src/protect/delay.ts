@@ -1,0 +1,81 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { GateResult, Refusal } from '../http/gate.js'
+import type { Metrics } from '../observe/metrics.js'
+import type { Protector } from './protector.js'
+
+/**
+ * SPEC §9 delay_ms: how long a rate refusal must wait for its windows to admit again, when that
+ * is within `delayMs`; null when it does not wait (no delay configured, a monthly window among
+ * the refusing ones: monthly 429s never wait, or the wait is longer).
+ */
+export function delayMsOf(g: Refusal, delayMs: number): number | null {
+  if (delayMs <= 0 || g.outcome.kind !== 'rate_limited') return null
+  const d = g.admission?.decision
+  if (d == null) return null
+  const charges = g.admission!.classification.charges
+  let at = 0
+  for (let i = 0; i < charges.length; i++) {
+    const c = charges[i]!
+    const w = d.windows[i]!
+    if (w.retryAtMs === 0 || (c.kind === 'rule' && c.dryRun)) continue
+    if (c.kind === 'monthly') return null
+    if (w.retryAtMs > at) at = w.retryAtMs
+  }
+  if (at === 0) return null
+  // The bucket's end on the decision's clock, and a millisecond past it.
+  const wait = at - d.nowMs + 1
+  return wait <= delayMs ? Math.max(0, wait) : null
+}
+
+/** Waits `ms`; true when the client went away first (then at once). */
+function sleepUnlessClosed(res: ServerResponse, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const onClose = () => {
+      clearTimeout(timer)
+      resolve(true)
+    }
+    const timer = setTimeout(() => {
+      res.off('close', onClose)
+      resolve(false)
+    }, ms)
+    res.once('close', onClose)
+  })
+}
+
+export interface DelayDeps {
+  gate: (req: IncomingMessage) => Promise<GateResult>
+  protector: Protector
+  delayMs: () => number
+  metrics?: Metrics
+}
+
+/**
+ * SPEC §9 delay_ms: a call a rate window refused, whose windows admit again within delay_ms,
+ * waits until then (at most 100 of a key at once) and is checked once more. Answers the
+ * result of that check, the refusal itself when the call does not wait, or null when the
+ * client went away while it waited; `onWaited` gets how long it waited.
+ */
+export function createDelayer(deps: DelayDeps) {
+  const { gate, protector } = deps
+  return async function delayed(
+    req: IncomingMessage,
+    res: ServerResponse,
+    g: Refusal,
+    onWaited: (ms: number) => void
+  ): Promise<GateResult | null> {
+    const waitMs = delayMsOf(g, deps.delayMs())
+    const key = g.admission?.classification.key
+    if (waitMs === null || key === undefined || !protector.startDelay(key)) return g
+    const started = performance.now()
+    const left = await sleepUnlessClosed(res, waitMs)
+    onWaited(performance.now() - started)
+    if (left) {
+      protector.endDelay(key, null)
+      return null
+    }
+    const again = await gate(req)
+    protector.endDelay(key, again.kind === 'pass')
+    deps.metrics?.delayed.labels(again.kind === 'pass' ? 'admitted' : 'refused').inc()
+    return again
+  }
+}

@@ -1,0 +1,386 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { request } from 'node:http'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { rowsPath, send, UUID } from '../helpers/http.js'
+import { useRedis } from '../helpers/redis.js'
+
+// Issue #23 / SPEC §9: protecting the server, against the real process and a server that
+// records the calls it has in progress.
+
+/** A server that holds every call until told to answer, and records what it had in progress. */
+async function startHoldingServer() {
+  const held: { req: IncomingMessage; res: ServerResponse }[] = []
+  const order: string[] = []
+  let inProgress = 0
+  let peak = 0
+  let status = 200
+  let hold = true
+  const answer = (res: ServerResponse) => {
+    inProgress--
+    res.writeHead(status, { 'content-type': 'application/json' })
+    res.end('{"rows":[]}')
+  }
+  const server: Server = createServer((req, res) => {
+    req.resume()
+    // basegate's own calls (the server's version, the start-up probe) are answered at once.
+    if (/server-info|ping/.test(req.url!)) {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      return res.end('{"version":"6.2.0"}')
+    }
+    order.push(req.url!)
+    inProgress++
+    peak = Math.max(peak, inProgress)
+    if (hold) held.push({ req, res })
+    else answer(res)
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    order,
+    held,
+    get peak() {
+      return peak
+    },
+    get inProgress() {
+      return inProgress
+    },
+    /** Answers the oldest held call (or all of them). */
+    release(all = false) {
+      const n = all ? held.length : Math.min(1, held.length)
+      for (const h of held.splice(0, n)) answer(h.res)
+    },
+    setHolding(on: boolean) {
+      hold = on
+    },
+    setStatus(s: number) {
+      status = s
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        for (const h of held.splice(0)) h.res.destroy()
+        server.closeAllConnections()
+        server.close(() => r())
+      }),
+  }
+}
+type Holding = Awaited<ReturnType<typeof startHoldingServer>>
+
+const until = async (cond: () => boolean, ms = 5000) => {
+  const end = Date.now() + ms
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting: ${cond.toString()}`)
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+let lastWaiting = 0
+/** Calls waiting for a slot, as /v1/protect says (polled by `until`). */
+function waiting(gw: GatewayProcess): number {
+  void send(gw.adminPort, { path: '/v1/protect' }).then((a) => {
+    const w = JSON.parse(a.body).waiting as Record<string, number>
+    lastWaiting = Object.values(w).reduce((x, y) => x + y, 0)
+  })
+  return lastWaiting
+}
+
+const OTHER = `/api-gateway/api/v2/dtables/1b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a20/rows/`
+const WEB_UI = '/workspace/1/dtable/Projects/'
+
+const storeKinds = ['memory', 'redis'] as const
+
+describe.each(storeKinds)('the in-flight ceiling, %s store', (kind) => {
+  const db = useRedis()
+  let up: Holding
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startHoldingServer()
+    const store =
+      kind === 'redis' ? `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}ceil:" }` : ''
+    gw = await startGateway(
+      testYaml(
+        up.url,
+        `${store}\nrate_limits: { base: 20/min }\nprotect: { max_in_flight: 2, queue_ms: 300 }`
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('never lets a third call reach the server; the waiting ones get 503 with retry-after and are given back', async () => {
+    const calls = Array.from({ length: 6 }, () => send(gw.port, { path: rowsPath() }))
+    await until(() => up.held.length === 2)
+    // The four waiting calls wait queue_ms, then are shed: the server never saw them.
+    const shedAnswers = await Promise.all(calls.slice(2))
+    up.release(true)
+    const first = await Promise.all(calls.slice(0, 2))
+    expect(first.map((a) => a.status)).toEqual([200, 200])
+    expect(up.peak).toBe(2)
+    expect(up.order.length).toBe(2)
+    for (const a of shedAnswers) {
+      expect(a.status).toBe(503)
+      expect(JSON.parse(a.body).error_msg).toMatch(/busy/)
+      expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1)
+    }
+    // Given back: 2 calls counted, so the next admitted one has 20 - 3 left (17), not 13.
+    up.setHolding(false)
+    const next = await send(gw.port, { path: rowsPath() })
+    expect(next.status).toBe(200)
+    expect(next.headers['x-ratelimit-remaining']).toBe('17')
+    up.setHolding(true)
+    const shedLine = await gw.waitForLog((l) => l.outcome === 'shed')
+    expect(shedLine).toMatchObject({ level: 'warn', status: 503, class: 'base', given_back: true })
+    // Seen: /metrics and /v1/protect.
+    const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+    expect(metrics).toContain('basegate_protect_ceiling 2')
+    expect(metrics).toContain('basegate_protect_shed_total{class="base"} 4')
+    const state = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    expect(state).toMatchObject({ max_in_flight: 2, ceiling: 2, shed: { base: 4 } })
+  })
+
+  it('a client that leaves while queued frees its place at once and is given back', async () => {
+    const remainingNow = async () => {
+      up.setHolding(false)
+      const a = await send(gw.port, { path: rowsPath('0b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21') })
+      up.setHolding(true)
+      return Number(a.headers['x-ratelimit-remaining'])
+    }
+    const before = await remainingNow()
+    const path = rowsPath('0b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21')
+    const a = send(gw.port, { path })
+    const b = send(gw.port, { path })
+    await until(() => up.held.length === 2)
+    const leaving = request({ host: '127.0.0.1', port: gw.port, path, agent: false })
+    leaving.on('error', () => {})
+    leaving.end()
+    await until(() => waiting(gw) === 1)
+    leaving.destroy()
+    await until(() => gw.logs.some((l) => l.outcome === 'client_aborted'))
+    const waitingNow = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    expect(waitingNow.in_flight.base).toBe(2)
+    expect(waitingNow.waiting.base).toBe(0)
+    up.release(true)
+    await Promise.all([a, b])
+    // before counted 1; a and b 2 more; the one that left was given back: 20 - 4 = 16.
+    expect(before).toBe(19)
+    expect(await remainingNow()).toBe(16)
+  })
+})
+
+describe('priority and one key share', () => {
+  let up: Holding
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startHoldingServer()
+    gw = await startGateway(
+      testYaml(
+        up.url,
+        'rate_limits: { base: 100/min, other: 100/min }\nprotect: { max_in_flight: 2, queue_ms: 5000, key_in_flight: 1 }'
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('serves a waiting web-UI call before three API calls that waited longer', async () => {
+    const first = [
+      send(gw.port, { path: rowsPath() }),
+      send(gw.port, { path: rowsPath('2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22') }),
+    ]
+    await until(() => up.held.length === 2)
+    const api = ['3', '4', '5'].map((d) =>
+      send(gw.port, { path: rowsPath(`${d}b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22`) })
+    )
+    await until(() => waiting(gw) === 3)
+    const ui = send(gw.port, { path: WEB_UI })
+    await until(() => waiting(gw) === 4)
+    up.release()
+    await until(() => up.order.length === 3)
+    expect(up.order[2]).toBe(WEB_UI)
+    up.setHolding(false)
+    up.release(true)
+    const all = await Promise.all([...first, ...api, ui])
+    expect(all.every((a) => a.status === 200)).toBe(true)
+    up.setHolding(true)
+  })
+
+  it('answers 429 with retry-after: 1 to a key that already has key_in_flight calls at the server, uncharged', async () => {
+    const path = rowsPath(UUID)
+    const held = send(gw.port, { path })
+    await until(() => up.held.length === 1)
+    const busy = await send(gw.port, { path })
+    expect(busy.status).toBe(429)
+    expect(busy.headers['retry-after']).toBe('1')
+    expect(JSON.parse(busy.body).error_msg).toMatch(/in progress/)
+    // Another key is not held back by it.
+    up.setHolding(false)
+    const other = await send(gw.port, { path: OTHER })
+    expect(other.status).toBe(200)
+    up.release(true)
+    const h = await held
+    const after = await send(gw.port, { path })
+    up.setHolding(true)
+    // The priority test charged this base once; then `held`, then `after`: the 429 was given back.
+    expect(Number(h.headers['x-ratelimit-remaining']) - 1).toBe(
+      Number(after.headers['x-ratelimit-remaining'])
+    )
+    const line = await gw.waitForLog((l) => l.outcome === 'key_in_flight')
+    expect(line).toMatchObject({ status: 429, given_back: true })
+  })
+})
+
+describe('delay instead of 429 (rate_limits.delay_ms)', () => {
+  let up: Holding
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startHoldingServer()
+    up.setHolding(false)
+    gw = await startGateway(
+      testYaml(
+        up.url,
+        `rate_limits: { base: 2/s, delay_ms: 1500 }
+monthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, plan: tiny, bases: ["${UUID}"] } ] }`
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('the third call of a 2/s window waits about a second and is served; its line carries delayed_ms', async () => {
+    const path = rowsPath('4b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a24')
+    expect((await send(gw.port, { path })).status).toBe(200)
+    expect((await send(gw.port, { path })).status).toBe(200)
+    const t0 = performance.now()
+    const third = await send(gw.port, { path })
+    const waited = performance.now() - t0
+    expect(third.status).toBe(200)
+    expect(waited).toBeGreaterThan(300)
+    expect(waited).toBeLessThan(1600)
+    const line = await gw.waitForLog(
+      (l) => typeof l.delayed_ms === 'number' && l.outcome === 'forwarded'
+    )
+    expect(line.delayed_ms as number).toBeGreaterThan(300)
+  })
+
+  it('a 101st waiter of one key is refused at once', async () => {
+    const path = rowsPath('5b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a25')
+    await send(gw.port, { path })
+    await send(gw.port, { path })
+    const waiters = Array.from({ length: 100 }, () => send(gw.port, { path }))
+    // They wait out the window (about a second) while the 101st comes.
+    await new Promise((r) => setTimeout(r, 250))
+    const t0 = performance.now()
+    const extra = await send(gw.port, { path })
+    expect(extra.status).toBe(429)
+    expect(performance.now() - t0).toBeLessThan(250)
+    const rest = await Promise.all(waiters)
+    // After their wait, two more fit the window; the others get their 429.
+    expect(rest.filter((a) => a.status === 200).length).toBe(2)
+    expect(rest.filter((a) => a.status === 429).length).toBe(98)
+  })
+
+  it('a monthly 429 never waits', async () => {
+    // The team's quota (2) is used by the first two calls of its base.
+    await send(gw.port, { path: rowsPath() })
+    await send(gw.port, { path: rowsPath() })
+    await new Promise((r) => setTimeout(r, 1100))
+    const t0 = performance.now()
+    const a = await send(gw.port, { path: rowsPath() })
+    expect(a.status).toBe(429)
+    expect(performance.now() - t0).toBeLessThan(200)
+  })
+})
+
+describe.each(storeKinds)('charge.server_errors, %s store', (kind) => {
+  const db = useRedis()
+  let up: Holding
+  const gws: GatewayProcess[] = []
+  beforeAll(async () => {
+    up = await startHoldingServer()
+    up.setHolding(false)
+  })
+  afterAll(async () => {
+    for (const g of gws) await g.stop()
+    await up?.close()
+  })
+  const start = async (serverErrors: boolean | null, prefix: string) => {
+    const store =
+      kind === 'redis'
+        ? `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}${prefix}:" }`
+        : ''
+    const charge = serverErrors === null ? '' : `charge: { server_errors: ${serverErrors} }`
+    const gw = await startGateway(
+      testYaml(
+        up.url,
+        `${store}\n${charge}\nrate_limits: { base: 3/min }
+monthly: { enabled: true, plans: { small: { calls: 10 } }, teams: [ { id: t, plan: small, bases: ["${UUID}"] } ] }`
+      )
+    )
+    gws.push(gw)
+    return gw
+  }
+
+  it('false: three 500s are given back to the base window and the team month', async () => {
+    const gw = await start(false, 'off')
+    up.setStatus(500)
+    for (let i = 0; i < 3; i++) expect((await send(gw.port, { path: rowsPath() })).status).toBe(500)
+    up.setStatus(200)
+    await new Promise((r) => setTimeout(r, 100))
+    const answers = []
+    for (let i = 0; i < 3; i++) answers.push(await send(gw.port, { path: rowsPath() }))
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200])
+    const served = (l: Record<string, unknown>) => l.msg === 'request' && l.status === 200
+    await until(() => gw.logs.filter(served).length === 3)
+    const lines = gw.logs.filter(served)
+    // The month counted only the calls the server served.
+    expect(lines.map((l) => l.used)).toEqual([1, 2, 3])
+    const given = gw.logs.filter((l) => l.status === 500)
+    expect(given.every((l) => l.given_back === true)).toBe(true)
+  })
+
+  it('by default a 500 is charged like any answer', async () => {
+    const gw = await start(null, 'on')
+    up.setStatus(500)
+    for (let i = 0; i < 3; i++) await send(gw.port, { path: rowsPath() })
+    up.setStatus(200)
+    expect((await send(gw.port, { path: rowsPath() })).status).toBe(429)
+  })
+})
+
+describe('max_in_flight: auto', () => {
+  let up: Holding
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startHoldingServer()
+    up.setHolding(false)
+    gw = await startGateway(
+      testYaml(
+        up.url,
+        'rate_limits: { base: unlimited }\nprotect: { max_in_flight: auto, min_in_flight: 3 }'
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('starts at min_in_flight and shows the ceiling and the measured times', async () => {
+    const state = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    expect(state).toMatchObject({ max_in_flight: 'auto', ceiling: 3 })
+    for (let i = 0; i < 40; i++) await send(gw.port, { path: rowsPath() })
+    await new Promise((r) => setTimeout(r, 300))
+    for (let i = 0; i < 10; i++) await send(gw.port, { path: rowsPath() })
+    const after = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    expect(after.recent_ms).toBeGreaterThan(0)
+    expect(after.unloaded_ms).toBeGreaterThan(0)
+    expect(after.ceiling).toBeGreaterThanOrEqual(3)
+  })
+})
