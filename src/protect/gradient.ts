@@ -22,7 +22,7 @@ const MIN_SAMPLES = 5
 const BASELINE_MS = 180_000
 const BASELINE_PERCENTILE = 0.1
 /** Recent time up to this factor of the unloaded one is "not clearly above it". */
-const TOLERANCE = 1.2
+const TOLERANCE = 1.1
 /** How far one interval moves the ceiling towards its new value (Gradient2's smoothing). */
 const SMOOTHING = 0.5
 /** Samples kept per interval (a reservoir beyond it: the median stays fair, memory bounded). */

@@ -118,3 +118,49 @@ describe('an upgrade to a changed endpoint carries its api_change (regression)',
     expect(metrics).toMatch(/basegate_api_change_calls_total\{entry="dtable-server-removed"\} 1/)
   })
 })
+
+// SPEC §9: an upgrade holds a slot at the server only until its 101.
+describe('WebSocket upgrades and the in-flight ceiling', () => {
+  let gw: GatewayProcess
+  const server = createServer((_req, res) => res.end('http'))
+  const wss = new WebSocketServer({ server, path: '/socket.io/' })
+  wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo:${m.toString()}`)))
+
+  beforeAll(async () => {
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    gw = await startGateway(
+      testYaml(
+        `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        'server: { version: "6.2" }\nrate_limits: { other: 100/min }\nprotect: { max_in_flight: 1, queue_ms: 500 }'
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    wss.close()
+    server.close()
+  })
+
+  const open = (): Promise<WebSocket> =>
+    new Promise((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${gw.port}/socket.io/?EIO=4&transport=websocket`)
+      ws.on('open', () => resolve(ws))
+      ws.on('unexpected-response', (_q, res) => reject(new Error(`status ${res.statusCode}`)))
+      ws.on('error', reject)
+    })
+
+  it('an open tunnel holds no slot: a second one and a plain call go through at a ceiling of 1', async () => {
+    const a = await open()
+    const b = await open()
+    const got = await new Promise<string>((resolve) => {
+      b.on('message', (m) => resolve(m.toString()))
+      b.send('hi')
+    })
+    expect(got).toBe('echo:hi')
+    const state = await fetch(`http://127.0.0.1:${gw.adminPort}/v1/protect`).then((r) => r.json())
+    expect(state.in_flight.other).toBe(0)
+    expect((await fetch(`http://127.0.0.1:${gw.port}/workspace/1/`)).status).toBe(200)
+    a.close()
+    b.close()
+  })
+})
