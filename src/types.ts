@@ -29,6 +29,23 @@ export interface RuleConfig {
   mode: Mode
 }
 
+/** SPEC §10: own limits for particular bases, teams or clients, in place of the class's. */
+export interface OverrideConfig {
+  name: string
+  /** Base UUIDs (32 hex, lower case). */
+  bases: readonly string[]
+  /** Team ids (every base of the team). */
+  teams: readonly string[]
+  /** Client CIDRs (or addresses). */
+  clients: readonly string[]
+  /** Per class: the rates in place of the class's (an empty list: unlimited). */
+  limits: Readonly<Partial<Record<LimitedClass, RateList>>>
+  /** Teams only: the team's bases share one window per class, keyed by the team. */
+  shared: boolean
+  /** dry-run: the class limit stays in force; the override is counted beside it and only logged. */
+  mode: Mode
+}
+
 /** The classes that may wait for a slot of the in-flight ceiling (exempt calls never wait). */
 export type QueuedClass = Exclude<RequestClass, 'exempt'>
 
@@ -123,6 +140,8 @@ export interface Config {
     /** SPEC §9: a call refused by a rate window that frees within this waits and is checked again; 0 = never. */
     delayMs: number
   }
+  /** SPEC §10: own limits for particular bases, teams or clients (the first that names a key wins). */
+  overrides: readonly OverrideConfig[]
   /** SPEC §9: protecting the server as a whole. */
   protect: ProtectConfig
   /** SPEC §9: `serverErrors: false` gives back calls the server answered 5xx (or 502/504). */
@@ -164,6 +183,8 @@ interface ChargeBase {
 export interface SlidingCharge extends ChargeBase {
   kind: 'class' | 'ip_ceiling'
   windowMs: number
+  /** SPEC §10: the override whose limit this class window is (its policy name in the headers). */
+  override?: string
 }
 
 /** A rule's sliding window; a dry-run rule is checked but never refuses (SPEC §2). */

@@ -1,4 +1,5 @@
 import type { Config, RateList } from '../types.js'
+import { overrideJson } from './overrides.js'
 
 const MASK = '****'
 
@@ -66,8 +67,7 @@ export function configView(config: Config): Record<string, unknown> {
         mode: r.mode,
       })),
     },
-    protect: protectView(config.protect),
-    charge: { server_errors: config.charge.serverErrors },
+    ...protectionViews(config),
     allow: config.allow,
     headers: config.headers,
     header_style: config.headerStyle,
@@ -103,7 +103,15 @@ export function configView(config: Config): Record<string, unknown> {
 
 const unlimitedOr = <T>(v: T) => (v === Infinity ? 'unlimited' : v)
 
-/** SPEC §9's section, as the file writes it. */
+/** SPEC §9's and §10's sections, as the file writes them. */
+function protectionViews(config: Config) {
+  return {
+    overrides: config.overrides.map((o) => overrideJson(o, 'file')),
+    protect: protectView(config.protect),
+    charge: { server_errors: config.charge.serverErrors },
+  }
+}
+
 function protectView(p: Config['protect']) {
   return {
     max_in_flight: unlimitedOr(p.maxInFlight),

@@ -12,6 +12,7 @@ import type { ProtectState } from '../protect/protector.js'
 import { probeRoutes } from './probes.js'
 import { refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
+import { overrideRoutes } from './overrides.js'
 
 // SPEC §7: the admin listener. JSON answers; errors `{"error_msg": ...}`.
 
@@ -85,6 +86,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
   })
   teamRoutes(app, { holder, store, overrides: deps.overrides, now })
   usageRoutes(app, { holder, store, now })
+  overrideRoutes(app, { holder, overrides: deps.overrides })
   const history = deps.history ?? {
     serverVersion: () => null,
     report: new MemoryReportStore(),

@@ -157,7 +157,7 @@ export async function refreshMonthlyGauges(deps: TeamDeps, metrics: Metrics): Pr
  * An admin body as JSON, checked first by the size room's scanner: valid JSON nested at most
  * 512 levels (issue #22: a 400,000-deep body crashed the route with a 500).
  */
-async function readAdminJson(c: Context): Promise<{ json: unknown } | { error: string }> {
+export async function readAdminJson(c: Context): Promise<{ json: unknown } | { error: string }> {
   const bytes = Buffer.from(await c.req.arrayBuffer())
   const scanner = new JsonBodyScanner({ count: null })
   try {

@@ -11,6 +11,10 @@ function windowJson(charge: Charge, w: WindowState) {
     class: charge.cls,
     ...(charge.kind === 'rule' ? { rule: charge.rule } : {}),
     ...(charge.kind === 'ip_ceiling' ? { ip_ceiling: true } : {}),
+    ...(charge.kind === 'class' && charge.override !== undefined
+      ? { override: charge.override }
+      : {}),
+    ...(charge.kind === 'rule' && charge.dryRun ? { dry_run: true } : {}),
     limit: w.limit,
     window_s: windowMsOf(charge) / 1000,
     used: w.used,
@@ -24,7 +28,7 @@ export function usageRoutes(
   deps: { holder: ConfigHolder; store: LimiterStore; now: () => number }
 ): void {
   const { holder, store, now } = deps
-  async function usage(c: Context, key: string, charges: Charge[]) {
+  async function usage(c: Context, key: string, charges: Charge[], override: string | null) {
     const d = await store.peek(charges, now())
     const windows = []
     let monthly = null
@@ -40,20 +44,25 @@ export function usageRoutes(
         }
       } else windows.push(windowJson(ch, w))
     }
-    return c.json({ key, windows, monthly })
+    // SPEC §10: the override that applies to the key (its windows carry its name too).
+    return c.json({ key, override, windows, monthly })
   }
   app.get('/v1/usage/base/:uuid', async (c) => {
     const uuid = parseUuid(c.req.param('uuid'))
     if (uuid === null)
       return c.json({ error_msg: `${JSON.stringify(c.req.param('uuid'))} is not a base UUID` }, 400)
-    return usage(c, `base:${uuid}`, holder.current.classifier.windowsOfBase(uuid, now()))
+    const { classifier } = holder.current
+    const override = classifier.overrideOf(uuid, '')?.name ?? null
+    return usage(c, `base:${uuid}`, classifier.windowsOfBase(uuid, now()), override)
   })
   app.get('/v1/usage/ip/:ip', async (c) => {
     const raw = c.req.param('ip')
     if (!ipaddr.isValid(raw))
       return c.json({ error_msg: `${JSON.stringify(raw)} is not an IP address` }, 400)
     const snap = holder.current
-    const ipKey = snap.clientIp.keyOf(ipaddr.process(raw).toString())
-    return usage(c, `ip:${ipKey}`, snap.classifier.windowsOfIp(ipKey))
+    const ip = ipaddr.process(raw).toString()
+    const ipKey = snap.clientIp.keyOf(ip)
+    const override = snap.classifier.overrideOf(null, ip)?.name ?? null
+    return usage(c, `ip:${ipKey}`, snap.classifier.windowsOfIp(ipKey, ip), override)
   })
 }

@@ -17,6 +17,7 @@ import { DEFAULT_PLANS, PRESETS } from './presets.js'
 import { QUEUED_CLASSES, type LimitsFile } from './schema.js'
 import { parseUuid } from '../http/base-uuid.js'
 import { parseVersion } from '../history/version.js'
+import { buildOverrides } from '../overrides/build.js'
 
 function rates(value: string | string[]): RateList {
   const list = Array.isArray(value) ? value : [value]
@@ -28,7 +29,7 @@ function rates(value: string | string[]): RateList {
  * SPEC §2: two rates with the same window in one list are an error (`[100/min, 50/min]`):
  * they would share one counter and charge each call twice.
  */
-function checkedRates(
+export function checkedRates(
   problems: ConfigProblem[],
   field: string,
   value: string | string[]
@@ -79,7 +80,11 @@ function validCidr(cidr: string): boolean {
   return cidr.includes('/') ? ipaddr.isValidCIDR(cidr) : ipaddr.isValid(cidr)
 }
 
-function checkCidrs(problems: ConfigProblem[], field: string, list: readonly string[]): void {
+export function checkCidrs(
+  problems: ConfigProblem[],
+  field: string,
+  list: readonly string[]
+): void {
   list.forEach((cidr, i) => {
     if (!validCidr(cidr)) {
       problems.push({
@@ -90,7 +95,7 @@ function checkCidrs(problems: ConfigProblem[], field: string, list: readonly str
   })
 }
 
-function uuids(problems: ConfigProblem[], field: string, list: readonly string[]): string[] {
+export function uuids(problems: ConfigProblem[], field: string, list: readonly string[]): string[] {
   return list.map((b, j) => {
     const uuid = parseUuid(b)
     if (uuid === null)
@@ -336,6 +341,7 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
   checkCidrs(problems, 'allow.clients', allowClients)
   const allowBases = uuids(problems, 'allow.bases', file.allow?.bases ?? [])
   const store = buildStore(problems, f)
+  const monthly = buildMonthly(problems, file, f)
   const config: Config = {
     deployment,
     workers: buildWorkers(problems, f, store),
@@ -368,7 +374,8 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     exempt: f.exempt,
     allow: { clients: allowClients, bases: allowBases },
     sizeLimits: buildSizeLimits(f),
-    monthly: buildMonthly(problems, file, f),
+    monthly,
+    overrides: buildOverrides(problems, file.overrides ?? [], monthly.teams),
     server: { version: parseVersion(f.server.version) ?? 'auto' },
     history: { removed: f.history.removed, deprecationHeaders: f.history.deprecation_headers },
   }

@@ -5,6 +5,7 @@ import type { Config, ConfigProblem } from '../types.js'
 import { loadConfigFile } from './load.js'
 import type { FlagOverrides } from './overrides.js'
 import { compileSnapshot, type Snapshot } from './snapshot.js'
+import type { LiveOverride } from '../overrides/live.js'
 import { isLoopback } from './build.js'
 
 export type ReloadResult =
@@ -68,6 +69,7 @@ function keepRunning(running: Config, next: Config): { config: Config; needsRest
 export class ConfigHolder {
   private snap: Snapshot
   private teams: ReadonlyMap<string, TeamOverride> = new Map()
+  private live: ReadonlyMap<string, LiveOverride> = new Map()
 
   constructor(
     readonly file: string,
@@ -77,7 +79,7 @@ export class ConfigHolder {
     /** The environment `${VAR}` is expanded from, at start and on every reload. */
     private readonly env: NodeJS.ProcessEnv = {}
   ) {
-    this.snap = compileSnapshot(config, this.teams)
+    this.snap = compileSnapshot(config, this.teams, this.live)
   }
 
   get current(): Snapshot {
@@ -99,7 +101,7 @@ export class ConfigHolder {
       return { ok: false, problems: [{ field: 'admin.token', message }] }
     }
     const changes = changedSettings(configView(running), configView(config))
-    this.snap = compileSnapshot(config, this.teams)
+    this.snap = compileSnapshot(config, this.teams, this.live)
     return { ok: true, config, changes, needsRestart, warnings: result.warnings }
   }
 
@@ -108,16 +110,26 @@ export class ConfigHolder {
    * every worker runs the same one even when the file changes again in between).
    */
   adopt(config: Config): void {
-    this.snap = compileSnapshot(config, this.teams)
+    this.snap = compileSnapshot(config, this.teams, this.live)
   }
 
-  /** Reads the team changes every instance shares from the store (throws when it cannot). */
-  async refreshTeams(store: Pick<OverrideStore, 'load'>): Promise<void> {
-    this.setTeamOverrides(await store.load())
+  /**
+   * Reads the team and override changes every instance shares from the store (throws when it
+   * cannot).
+   */
+  async refreshTeams(store: Pick<OverrideStore, 'load' | 'loadLimits'>): Promise<void> {
+    const [teams, live] = await Promise.all([store.load(), store.loadLimits()])
+    this.live = live
+    this.setTeamOverrides(teams)
+  }
+
+  /** SPEC §10: the admin API's overrides, by name. */
+  get liveOverrides(): ReadonlyMap<string, LiveOverride> {
+    return this.live
   }
 
   setTeamOverrides(teams: ReadonlyMap<string, TeamOverride>): void {
     this.teams = teams
-    this.snap = compileSnapshot(this.snap.config, teams)
+    this.snap = compileSnapshot(this.snap.config, teams, this.live)
   }
 }

@@ -4,7 +4,7 @@ import YAML, { isScalar, Scalar, visit } from 'yaml'
 import type { $ZodIssue } from 'zod/v4/core'
 import type { Config, ConfigProblem } from '../types.js'
 import { buildConfig, ruleWarnings } from './build.js'
-import { limitsFileSchema } from './schema.js'
+import { limitsFileSchema, SET_ASIDE } from './schema.js'
 import { applyFlagsToDocument, type FlagOverrides } from './overrides.js'
 
 export type LoadResult =
@@ -44,7 +44,10 @@ function describe(input: unknown): string {
 }
 
 /** One line per zod issue, naming the field the way the file spells it. */
-function issueToProblems(issue: $ZodIssue, base: readonly PropertyKey[] = []): ConfigProblem[] {
+export function issueToProblems(
+  issue: $ZodIssue,
+  base: readonly PropertyKey[] = []
+): ConfigProblem[] {
   const path = [...base, ...issue.path]
   switch (issue.code) {
     case 'unrecognized_keys':
@@ -169,15 +172,25 @@ function validate(raw: unknown): { config?: Config; problems: ConfigProblem[] } 
   return { problems: dedupe(problems) }
 }
 
-/** Replaces `rate_limits.rules[i]` (an issue's path inside it) with a rule the schema accepts. */
+/**
+ * A broken rule or override is set aside whole (its problems named once): in its place goes one
+ * the schema accepts and the build skips (config/build.ts, overrides/build.ts).
+ */
 function standInForRule(raw: unknown, path: readonly PropertyKey[]): boolean {
+  if (path[0] === 'overrides' && typeof path[1] === 'number') {
+    const list = (raw as { overrides?: unknown[] }).overrides
+    return standIn(list, path[1], { limits: { base: 'unlimited' } })
+  }
   if (path[0] !== 'rate_limits' || path[1] !== 'rules' || typeof path[2] !== 'number') return false
   const rules = (raw as { rate_limits?: { rules?: unknown[] } }).rate_limits?.rules
-  if (!Array.isArray(rules) || rules[path[2]] === undefined) return false
-  const i = path[2]
-  const standIn = { name: `__set_aside_${i}__`, path: '/', limits: 'unlimited' }
-  if (JSON.stringify(rules[i]) === JSON.stringify(standIn)) return false
-  rules[i] = standIn
+  return standIn(rules, path[2], { path: '/', limits: 'unlimited' })
+}
+
+function standIn(list: unknown[] | undefined, i: number, shape: object): boolean {
+  if (!Array.isArray(list) || list[i] === undefined) return false
+  const item = { name: `${SET_ASIDE}${i}__`, ...shape }
+  if (JSON.stringify(list[i]) === JSON.stringify(item)) return false
+  list[i] = item
   return true
 }
 

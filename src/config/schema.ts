@@ -46,6 +46,32 @@ const rule = z.strictObject({
   mode: z.enum(['enforce', 'dry-run']).optional(),
 })
 
+/** SPEC §10: one override, as the file and `PUT /v1/overrides/{name}` write it. */
+export const overrideBody = z.strictObject({
+  bases: z.array(z.string()).optional(),
+  teams: z.array(z.string().min(1)).optional(),
+  clients: z.array(z.string()).optional(),
+  limits: z.strictObject({
+    account: rateValue.optional(),
+    base: rateValue.optional(),
+    auth_token: rateValue.optional(),
+    other: rateValue.optional(),
+  }),
+  shared: z.boolean().optional(),
+  mode: z.enum(['enforce', 'dry-run']).optional(),
+})
+
+/** The name a broken rule or override set aside carries (config/load.ts; the build skips it). */
+export const SET_ASIDE = '__set_aside_'
+
+export const OVERRIDE_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+
+const override = overrideBody.extend({
+  name: z
+    .string()
+    .regex(OVERRIDE_NAME, { error: 'an override name is 1 to 64 letters, digits, _ . -' }),
+})
+
 export const planSchema = z
   .strictObject({ calls: positiveInt.optional(), calls_per_user: positiveInt.optional() })
   .refine((p) => (p.calls === undefined) !== (p.calls_per_user === undefined), {
@@ -118,6 +144,7 @@ export const limitsFileSchema = z.strictObject({
       delay_ms: z.number().int().min(0).max(60_000).optional(),
     })
     .optional(),
+  overrides: z.array(override).optional(),
   protect: z
     .strictObject({
       max_in_flight: z

@@ -2,6 +2,8 @@ import { compileClassifier, type Classifier } from '../http/classify.js'
 import { cidrMatcher, createClientIpResolver, type ClientIpResolver } from '../http/client-ip.js'
 import { effectiveTeams, teamsByBase, type Team, type TeamOverride } from '../quota/teams.js'
 import type { Config } from '../types.js'
+import { compileOverrides, type OverrideLookup } from '../overrides/lookup.js'
+import { effectiveOverrides, type LiveOverride } from '../overrides/live.js'
 
 /**
  * Everything that depends only on the configuration (and the admin API's team changes),
@@ -15,16 +17,22 @@ export interface Snapshot {
   /** SPEC §2 allow.clients: whether a client is never limited. */
   allowClient: (ip: string) => boolean
   teams: readonly Team[]
+  /** SPEC §10: the overrides in force (the file's, with the admin API's changes). */
+  overrides: OverrideLookup
 }
 
 export function compileSnapshot(
   config: Config,
-  overrides: ReadonlyMap<string, TeamOverride> = new Map()
+  overrides: ReadonlyMap<string, TeamOverride> = new Map(),
+  live: ReadonlyMap<string, LiveOverride> = new Map()
 ): Snapshot {
   const teams = effectiveTeams(config, overrides)
+  const byBase = teamsByBase(teams)
+  const limits = compileOverrides(effectiveOverrides(config.overrides, live), byBase)
   return {
     config,
-    classifier: compileClassifier(config, teamsByBase(teams)),
+    overrides: limits,
+    classifier: compileClassifier(config, byBase, limits),
     clientIp: createClientIpResolver(config.clientIp),
     allowClient: cidrMatcher(config.allow.clients),
     teams,

@@ -1,11 +1,13 @@
 import { keys } from '../limiter/keys.js'
 import { createMonthClock } from '../quota/month.js'
+import { NO_OVERRIDES, type OverrideHit, type OverrideLookup } from '../overrides/lookup.js'
 import type { Team } from '../quota/teams.js'
 import type {
   Charge,
   Classification,
   Config,
   MonthlyCharge,
+  OverrideConfig,
   RateList,
   LimitedClass,
   RequestClass,
@@ -33,11 +35,20 @@ interface CompiledRule {
 }
 
 export interface Classifier {
-  classify(method: string, path: string, clientIpKey: string, nowMs: number): Classification
+  classify(
+    method: string,
+    path: string,
+    clientIpKey: string,
+    nowMs: number,
+    /** The client's address, for overrides naming `clients` (the key is its IPv6 /prefix). */
+    clientIp?: string
+  ): Classification
   /** Every window counted on a base's key, whatever the path (for the usage API). */
   windowsOfBase(uuid: string, nowMs: number): Charge[]
   /** Every window counted on a client's key (for the usage API). */
-  windowsOfIp(ipKey: string): Charge[]
+  windowsOfIp(ipKey: string, ip?: string): Charge[]
+  /** SPEC §10: the override that applies to a base's calls (or a client's), if any. */
+  overrideOf(uuid: string | null, clientIp: string): OverrideConfig | null
   /** The team a base belongs to, when monthly quotas are on. */
   teamOf(uuid: string): Team | undefined
   /** A team's monthly window this month (the one its calls are charged to). */
@@ -81,6 +92,8 @@ interface ChargeSpec {
   rules: readonly CompiledRule[]
   /** Set when the client's ceiling applies. */
   ipKey: string | null
+  /** SPEC §10: the override that applies to the call's key, and the team a shared one counts. */
+  override?: OverrideHit | null
 }
 
 /** The limits a snapshot charges: per class, and the client's ceiling. */
@@ -89,15 +102,41 @@ interface Rates {
   ipCeiling: RateList
 }
 
-/** The one charge builder: class windows, rule windows, the ceiling. */
-function buildCharges(spec: ChargeSpec, rates: Rates): Charge[] {
-  const out: Charge[] = []
-  for (const cls of spec.classes) {
+/**
+ * A class's windows. SPEC §10: an enforced override names the limits in place of the class's
+ * (a shared team override counts them under the team); a dry-run one leaves the class's and
+ * adds its own as dry-run windows beside them, which log and never refuse.
+ */
+function classCharges(out: Charge[], spec: ChargeSpec, cls: LimitedClass, rates: Rates): void {
+  const ov = spec.override ?? null
+  const own = ov === null ? undefined : ov.o.limits[cls]
+  if (ov === null || own === undefined) {
     for (const r of rates.classRates[cls]) {
       const key = keys.cls(spec.subject, cls, r.windowMs)
       out.push({ kind: 'class', key, limit: r.limit, windowMs: r.windowMs, cls })
     }
+    return
   }
+  const { o, teamId } = ov
+  const subject = o.shared && teamId !== undefined ? keys.teamSubject(teamId) : spec.subject
+  const dryRun = o.mode === 'dry-run'
+  if (dryRun) classCharges(out, { ...spec, override: null }, cls, rates)
+  for (const r of own) {
+    const { limit, windowMs } = r
+    if (dryRun) {
+      const key = keys.rule(subject, `override.${o.name}.${cls}`, windowMs)
+      out.push({ kind: 'rule', key, limit, windowMs, cls, rule: o.name, dryRun: true })
+    } else {
+      const key = keys.cls(subject, cls, windowMs)
+      out.push({ kind: 'class', key, limit, windowMs, cls, override: o.name })
+    }
+  }
+}
+
+/** The one charge builder: class windows, rule windows, the ceiling. */
+function buildCharges(spec: ChargeSpec, rates: Rates): Charge[] {
+  const out: Charge[] = []
+  for (const cls of spec.classes) classCharges(out, spec, cls, rates)
   for (const rule of spec.rules) {
     for (const r of rule.limits) {
       const key = keys.rule(spec.subject, rule.name, r.windowMs)
@@ -139,17 +178,29 @@ function monthlyCharge(
   }
 }
 
+/** The rules a call matches (most deployments have none: no array built per call then). */
+function matchRules(rules: readonly CompiledRule[], method: string, path: string) {
+  if (rules.length === 0) return NO_RULES
+  return rules.filter((r) => (r.methods === null || r.methods.has(method)) && r.re.test(path))
+}
+
+function classRatesOf(config: Config): Record<LimitedClass, RateList> {
+  const r = config.rateLimits
+  return { auth_token: r.authToken, base: r.base, account: r.account, other: r.other }
+}
+
+/** SPEC §10: the override of a call's key (null when none is configured or none names it). */
+function overrideFinder(overrides: OverrideLookup) {
+  return (uuid: string | null, clientIp: string): ChargeSpec['override'] =>
+    overrides.any ? overrides.find(uuid, clientIp) : null
+}
+
 export function compileClassifier(
   config: Config,
-  teams: ReadonlyMap<string, Team> = new Map()
+  teams: ReadonlyMap<string, Team> = new Map(),
+  overrides: OverrideLookup = NO_OVERRIDES
 ): Classifier {
   const classOf = compileClassOf(config.exempt)
-  const classRates: Record<LimitedClass, RateList> = {
-    auth_token: config.rateLimits.authToken,
-    base: config.rateLimits.base,
-    account: config.rateLimits.account,
-    other: config.rateLimits.other,
-  }
   const rules = config.rateLimits.rules.filter((r) => r.limits.length > 0).map(compileRule)
   const ipCeiling = config.rateLimits.ipCeiling
   const headers = config.headers
@@ -159,14 +210,16 @@ export function compileClassifier(
 
   const monthlyChargeOf = (team: Team, nowMs: number, cls: RequestClass = 'base') =>
     monthlyCharge(team, monthOf(nowMs), cls)
-  const rates: Rates = { classRates, ipCeiling }
+  const rates: Rates = { classRates: classRatesOf(config), ipCeiling }
   const build = (spec: ChargeSpec) => buildCharges(spec, rates)
+  const overrideOf = overrideFinder(overrides)
 
   function classify(
     method: string,
     path: string,
     clientIpKey: string,
-    nowMs: number
+    nowMs: number,
+    clientIp: string = clientIpKey
   ): Classification {
     const cls = classOf(path.toLowerCase())
     const uuid = baseUuidOfPath(path)
@@ -174,11 +227,7 @@ export function compileClassifier(
     if (cls === 'exempt' || (uuid !== null && allowBases.has(uuid))) {
       return { cls, key, charges: [], emitHeaders: false }
     }
-    // Most deployments have no rules: no array built per call then.
-    const matched =
-      rules.length === 0
-        ? NO_RULES
-        : rules.filter((r) => (r.methods === null || r.methods.has(method)) && r.re.test(path))
+    const matched = matchRules(rules, method, path)
     const charges = build({
       subject: keys.subject(uuid, clientIpKey),
       cls,
@@ -186,6 +235,7 @@ export function compileClassifier(
       rules: matched,
       // SPEC §3: the ceiling follows the client across every base it touches.
       ipKey: cls === 'other' ? null : clientIpKey,
+      override: overrideOf(uuid, clientIp),
     })
     // SPEC §5: base and account calls on a team's base are charged to the team's month.
     const team = uuid === null ? undefined : teamOf(uuid)
@@ -199,16 +249,18 @@ export function compileClassifier(
 
   function windowsOfBase(uuid: string, nowMs: number): Charge[] {
     const subject = keys.subject(uuid, '')
-    const out = build({ subject, cls: 'base', classes: ['base', 'account'], rules, ipKey: null })
+    const classes = ['base', 'account'] as const
+    const override = overrideOf(uuid, '')
+    const out = build({ subject, cls: 'base', classes, rules, ipKey: null, override })
     const team = teamOf(uuid)
     if (team !== undefined) out.push(monthlyChargeOf(team, nowMs))
     return out
   }
 
-  function windowsOfIp(ipKey: string): Charge[] {
+  function windowsOfIp(ipKey: string, ip: string = ipKey): Charge[] {
     const subject = keys.subject(null, ipKey)
     const classes = ['auth_token', 'base', 'account', 'other'] as const
-    return build({ subject, cls: 'other', classes, rules, ipKey })
+    return build({ subject, cls: 'other', classes, rules, ipKey, override: overrideOf(null, ip) })
   }
 
   return {
@@ -217,5 +269,6 @@ export function compileClassifier(
     windowsOfIp,
     teamOf,
     monthlyChargeOf: (team, nowMs) => monthlyChargeOf(team, nowMs),
+    overrideOf: (uuid, clientIp) => overrideOf(uuid, clientIp)?.o ?? null,
   }
 }

@@ -40,6 +40,56 @@ export function cidrMatcher(list: readonly string[]): (ip: string) => boolean {
   }
 }
 
+/** The address's first `bits` bits, as a map key (kind, length and the masked bytes). */
+function prefixKey(a: Addr, bits: number): string {
+  const bytes = a.toByteArray()
+  let key = `${a.kind()}/${bits}:`
+  for (let i = 0; i < bytes.length; i++) {
+    const left = bits - i * 8
+    const mask = left >= 8 ? 0xff : left <= 0 ? 0 : (0xff << (8 - left)) & 0xff
+    key += (bytes[i]! & mask).toString(16) + '.'
+  }
+  return key
+}
+
+const CACHE_MAX = 10_000
+
+/**
+ * SPEC §10 `clients`: which of many CIDR lists (in order) first holds an address, at the cost
+ * of one parse and one map lookup per prefix length in use, not one match per CIDR; answers are
+ * remembered per address (10,000 at most, then forgotten at once). -1: none.
+ */
+export function firstCidrList(lists: readonly (readonly string[])[]): (ip: string) => number {
+  const byKey = new Map<string, number>()
+  const lengths = new Map<string, [string, number]>()
+  lists.forEach((list, index) => {
+    for (const text of list) {
+      const [net, bits] = parseCidr(text)
+      const key = prefixKey(net, bits)
+      if (!byKey.has(key)) byKey.set(key, index)
+      lengths.set(`${net.kind()}/${bits}`, [net.kind(), bits])
+    }
+  })
+  const shapes = [...lengths.values()]
+  const cache = new Map<string, number>()
+  return (ip) => {
+    const known = cache.get(ip)
+    if (known !== undefined) return known
+    const a = parse(ip)
+    let first = -1
+    if (a !== null) {
+      for (const [kind, bits] of shapes) {
+        if (kind !== a.kind()) continue
+        const i = byKey.get(prefixKey(a, bits))
+        if (i !== undefined && (first === -1 || i < first)) first = i
+      }
+    }
+    if (cache.size >= CACHE_MAX) cache.clear()
+    cache.set(ip, first)
+    return first
+  }
+}
+
 export interface ClientIpResolver {
   /** The client's address, as text (IPv4 dotted, IPv6 compact). */
   clientIp(peer: string | undefined, xff: string | string[] | undefined): string

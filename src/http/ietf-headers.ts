@@ -8,12 +8,12 @@ import type { Charge, Decision } from '../types.js'
 // Every policy of the call is listed, the monthly one too before it runs out (which
 // x-ratelimit-* cannot show). A dry-run rule is not: its clients are not to notice it.
 
-/** The policy's name: the class, a rule's name, `ip_ceiling`, or `monthly`. */
+/** The policy's name: the class, an override's or a rule's name, `ip_ceiling`, or `monthly`. */
 function baseName(c: Charge): string {
   if (c.kind === 'monthly') return 'monthly'
   if (c.kind === 'rule') return c.rule
   if (c.kind === 'ip_ceiling') return 'ip_ceiling'
-  return c.cls
+  return c.override ?? c.cls
 }
 
 const ceilSec = (ms: number) => Math.max(0, Math.ceil(ms / 1000))

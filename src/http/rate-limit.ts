@@ -58,7 +58,8 @@ export async function admit(
     req.method ?? 'GET',
     path,
     resolver.keyOf(clientIp),
-    nowMs
+    nowMs,
+    clientIp
   )
   // SPEC §2 allow.clients: never limited, never charged, no headers.
   if (classification.charges.length > 0 && allowClient(clientIp)) {

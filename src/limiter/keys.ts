@@ -29,6 +29,8 @@ export const keys = {
   /** The subject of a request's rate windows: its base, or its client. */
   subject: (uuid: string | null, ipKey: string): string =>
     uuid === null ? `{ip:${ipKey}}` : `{b:${uuid}}`,
+  /** SPEC §10: the subject of a team's shared windows (a `shared: true` override). */
+  teamSubject: (team: string): string => `{t:${team}}`,
   cls: (subject: string, cls: RequestClass, windowMs: number) =>
     `${subject}:${cls}:${windowMs}${L}`,
   rule: (subject: string, rule: string, windowMs: number) =>

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis'
 import type { TeamOverride } from './teams.js'
 import { keys } from '../limiter/keys.js'
+import type { LiveOverride } from '../overrides/live.js'
 
 /**
  * Where admin-API team changes live. With Redis they are shared by every instance: written
@@ -13,14 +14,26 @@ export interface OverrideStore {
   load(): Promise<Map<string, TeamOverride>>
   set(team: string, o: TeamOverride, quota: number): Promise<void>
   delete(team: string): Promise<void>
-  /** Called when any instance changed a team. */
+  /** SPEC §10: the overrides the admin API put or deleted, by name. */
+  loadLimits(): Promise<Map<string, LiveOverride>>
+  setLimit(name: string, value: LiveOverride | null): Promise<void>
+  /** Called when any instance changed a team or an override. */
   onChange(fn: () => void): void
   close(): Promise<void>
 }
 
 export class MemoryOverrideStore implements OverrideStore {
   private readonly map = new Map<string, TeamOverride>()
+  private readonly limits = new Map<string, LiveOverride>()
   private listener: (() => void) | null = null
+  async loadLimits() {
+    return new Map(this.limits)
+  }
+  async setLimit(name: string, value: LiveOverride | null) {
+    if (value === null) this.limits.delete(name)
+    else this.limits.set(name, value)
+    this.listener?.()
+  }
   async load() {
     return new Map(this.map)
   }
@@ -40,6 +53,7 @@ export class MemoryOverrideStore implements OverrideStore {
 
 export class RedisOverrideStore implements OverrideStore {
   private readonly listKey: string
+  private readonly limitsKey: string
   private readonly channel: string
   private listener: (() => void) | null = null
 
@@ -49,6 +63,7 @@ export class RedisOverrideStore implements OverrideStore {
     private readonly prefix: string
   ) {
     this.listKey = `${prefix}teams:changed`
+    this.limitsKey = `${prefix}overrides`
     this.channel = `${prefix}teams`
     void this.subscriber.subscribe(this.channel).catch(() => {})
     this.subscriber.on('message', (ch: string) => {
@@ -81,6 +96,26 @@ export class RedisOverrideStore implements OverrideStore {
     await this.client.multi().del(key).hset(key, fields).exec()
     await this.client.sadd(this.listKey, team)
     await this.client.publish(this.channel, team)
+  }
+
+  async loadLimits(): Promise<Map<string, LiveOverride>> {
+    const h = await this.client.hgetall(this.limitsKey)
+    const out = new Map<string, LiveOverride>()
+    for (const [name, json] of Object.entries(h)) {
+      try {
+        out.set(name, JSON.parse(json) as LiveOverride)
+      } catch {
+        // Written by this code only; a broken value is skipped, never applied half.
+      }
+    }
+    return out
+  }
+
+  /** One hash for every override (one slot on a Cluster); the channel tells the others. */
+  async setLimit(name: string, value: LiveOverride | null): Promise<void> {
+    if (value === null) await this.client.hdel(this.limitsKey, name)
+    else await this.client.hset(this.limitsKey, name, JSON.stringify(value))
+    await this.client.publish(this.channel, `override:${name}`)
   }
 
   async delete(team: string): Promise<void> {

@@ -386,3 +386,57 @@ describe('protect, delay_ms and charge (SPEC §9)', () => {
     if (!r.ok) expect(r.problems.map((p) => p.field)).toContain(field)
   })
 })
+
+// Issue #24 / SPEC §10: overrides in the file, each problem named by its field, all at once.
+describe('overrides (SPEC §10)', () => {
+  const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
+  const teams = `monthly: { teams: [ { id: acme, plan: free, bases: ["${U}"] } ] }\n`
+
+  it('reads bases, teams and clients, per-class limits, shared and mode', () => {
+    const r = parseConfig(
+      `${teams}overrides:
+  - { name: etl, bases: ["${U}"], limits: { base: 2000/min, account: [5000/min, 100000/day] } }
+  - { name: acme, teams: [acme], shared: true, limits: { base: unlimited }, mode: dry-run }
+  - { name: office, clients: [10.0.0.0/8], limits: { other: 10/s } }`,
+      {}
+    )
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    const [etl, acme, office] = r.config.overrides
+    expect(etl).toMatchObject({
+      name: 'etl',
+      bases: ['6f1c2a4e0d3b4c599a513e2d7c8b9a10'],
+      mode: 'enforce',
+    })
+    expect(etl!.limits.account!.map((x) => x.text)).toEqual(['5000/min', '100000/day'])
+    expect(acme).toMatchObject({
+      teams: ['acme'],
+      shared: true,
+      mode: 'dry-run',
+      limits: { base: [] },
+    })
+    expect(office).toMatchObject({ clients: ['10.0.0.0/8'] })
+  })
+
+  it('names every problem at once, one line each', () => {
+    expect(
+      lines(
+        `${teams}overrides:
+  - { name: a, teams: [nobody], limits: { base: 5/min } }
+  - { name: b, clients: [10.0.0.0/99], limits: { base: 5/min } }
+  - { name: c, bases: ["${U}"], limits: { base: 5/fortnight } }
+  - { name: d, bases: ["${U}"], shared: true, limits: { base: 5/min } }
+  - { name: a, bases: ["${U}"], limits: { base: 5/min } }
+  - { name: f, limits: { base: 5/min } }
+  - { name: g, bases: ["${U}"], limits: {} }`
+      )
+    ).toEqual([
+      'overrides[2].limits.base: "5/fortnight" is not a rate',
+      'overrides[0].teams[0]: "nobody" is not a team of monthly.teams',
+      'overrides[1].clients[0]: "10.0.0.0/99" is not an IP address or CIDR',
+      'overrides[3].shared: is for teams only: an override with shared: true names teams, and no bases or clients',
+      'overrides[4].name: "a" is used by another override',
+      'overrides[5]: names no base, team or client',
+      'overrides[6].limits: names no class (account, base, auth_token, other)',
+    ])
+  })
+})
