@@ -11,6 +11,7 @@ import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { begin, createFinisher, type Begun, type Finish } from './observe/request-log.js'
 import type { UsageSummary } from './observe/summary.js'
+import type { StatusRecorder } from './observe/status-recorder.js'
 import { BufferBudget } from './size/body-buffer.js'
 import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
@@ -28,6 +29,8 @@ export interface GatewayDeps {
   upstreamUrl: string
   metrics?: Metrics
   summary?: UsageSummary
+  /** SPEC §7: the status page's counts. */
+  status?: StatusRecorder
   now?: () => number
   /** SPEC §8: the server's version, or null while unknown. */
   serverVersion?: () => string | null

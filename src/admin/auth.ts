@@ -10,15 +10,34 @@ function sameSecret(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-/** SPEC §7: with a token set, every admin call but the probes needs `Authorization: Bearer <token>`. */
+/**
+ * The secret an Authorization header carries: `Bearer <token>`, or HTTP Basic with the token
+ * as the password (any user name), so a browser can open the status page.
+ */
+function givenSecret(header: string): string {
+  const bearer = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim()
+  if (bearer !== undefined) return bearer
+  const basic = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header)?.[1]
+  if (basic === undefined) return ''
+  const decoded = Buffer.from(basic, 'base64').toString('utf8')
+  const colon = decoded.indexOf(':')
+  return colon === -1 ? '' : decoded.slice(colon + 1)
+}
+
+/**
+ * SPEC §7: with a token set, every admin call but the probes needs it: `Authorization: Bearer
+ * <token>`, or Basic with the token as the password (so a browser can open the status page).
+ */
 export function bearerAuth(token: () => string): MiddlewareHandler {
   return async (c, next) => {
     const expected = token()
     if (expected === '' || OPEN_PATHS.has(c.req.path)) return next()
-    const given = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1]?.trim() ?? ''
-    if (!sameSecret(given, expected)) {
+    if (!sameSecret(givenSecret(c.req.header('authorization') ?? ''), expected)) {
+      // The page asks a browser for Basic (one challenge: Chromium does not answer a Basic one
+      // that shares its header with Bearer); the API says Bearer, as before.
+      const challenge = c.req.path === '/' ? 'Basic realm="basegate", charset="UTF-8"' : 'Bearer'
       return c.json({ error_msg: 'a valid admin bearer token is required' }, 401, {
-        'www-authenticate': 'Bearer',
+        'www-authenticate': challenge,
       })
     }
     return next()

@@ -9,6 +9,8 @@ import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
 import { configView } from './mask.js'
 import type { ProtectState } from '../protect/protector.js'
+import type { StatusCounts } from '../observe/status-recorder.js'
+import { statusRoutes } from './status.js'
 import { probeRoutes } from './probes.js'
 import { refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
@@ -42,8 +44,30 @@ export interface AdminDeps {
   history?: { serverVersion: () => string | null; report: ReportStore; flush: () => Promise<void> }
   /** SPEC §9: the server protection's state (this process's, or its workers' summed). */
   protect?: () => Promise<ProtectState | null>
+  /** SPEC §7: the status page's counts (this process's, or its workers' merged), and its facts. */
+  status?: { counts: () => Promise<StatusCounts>; version: string; startedMs: number }
   /** A primary's view of its worker processes (`workers` > 1). */
   workers?: { serving: () => number; renderMetrics: () => Promise<string> }
+}
+
+/** SPEC §7: the status page and its JSON, where the process gave what they show. */
+function statusRoute(
+  app: Hono,
+  deps: AdminDeps,
+  history: Parameters<typeof statusRoutes>[1]['history'],
+  now: () => number
+): void {
+  if (deps.status === undefined) return
+  statusRoutes(app, {
+    ...deps.status,
+    holder: deps.holder,
+    store: deps.store,
+    storeKind: deps.storeKind ?? 'memory',
+    now,
+    protect: async () => (await deps.protect?.()) ?? null,
+    history,
+    workers: () => deps.workers?.serving() ?? 1,
+  })
 }
 
 /** SPEC §9: what /metrics shows of the server's protection, as JSON. */
@@ -114,6 +138,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
   })
 
   protectRoute(app, deps.protect)
+  statusRoute(app, deps, { ...history, now }, now)
   app.get('/v1/config', (c) => {
     const config = configView(holder.current.config)
     // SPEC §8: the version in force (auto shows what /server-info/ said, or null).

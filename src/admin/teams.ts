@@ -19,7 +19,7 @@ const MAX_USERS = 1_000_000
 
 /** A team's month as the store has it now (the monthly window read without charging). */
 export async function monthOf(
-  deps: TeamDeps,
+  deps: Pick<TeamDeps, 'holder' | 'store' | 'now'>,
   team: Team
 ): Promise<{ used: number; quota: number; reset: number }> {
   const t = deps.now()

@@ -9,6 +9,7 @@ import { maskPathTokens } from '../http/path-tokens.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
+import type { StatusRecorder } from './status-recorder.js'
 
 /** One request, as it ended: what finish() writes down. */
 interface Finished {
@@ -140,13 +141,22 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
 }
 
 /** The request's summary entry and metrics. */
-function count(f: Finished, deps: { metrics?: Metrics; summary?: UsageSummary }): void {
-  const { metrics, summary } = deps
+function count(
+  f: Finished,
+  deps: { metrics?: Metrics; summary?: UsageSummary; status?: StatusRecorder }
+): void {
+  const { metrics, summary, status } = deps
   const adm = f.admission
   const m = adm?.monthly ?? null
   const cls = adm?.classification.cls ?? 'unknown'
   const o = f.outcome
   if (adm !== null) summary?.record(adm.classification.key)
+  status?.record(
+    cls,
+    f.dryRun !== null && o.kind === 'forwarded' ? 'dry_run' : o.kind,
+    adm?.classification.key,
+    Date.now()
+  )
   if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {
     metrics.countRequest(cls, o.kind, f.dryRun !== null)
@@ -207,6 +217,7 @@ export function createFinisher(deps: {
   logger: Logger
   metrics?: Metrics
   summary?: UsageSummary
+  status?: StatusRecorder
 }) {
   const { logger } = deps
   // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).

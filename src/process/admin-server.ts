@@ -2,6 +2,8 @@ import { createAdaptorServer } from '@hono/node-server'
 import type { Server } from 'node:http'
 import { createAdminApp, type AdminDeps } from '../admin/routes.js'
 import type { Core } from './core.js'
+import { version } from '../cli.js'
+import type { StatusCounts } from '../observe/status-recorder.js'
 
 // The admin listener (hono on @hono/node-server): the admin API and the probes.
 
@@ -11,6 +13,8 @@ export function createAdmin(
     flush: () => Promise<void>
     workers?: AdminDeps['workers']
     protect: AdminDeps['protect']
+    /** This process's status counts, or its workers' merged. */
+    counts: () => Promise<StatusCounts>
   }
 ): Server {
   const { holder, stores, metrics, serverVersion } = core
@@ -30,6 +34,7 @@ export function createAdmin(
       },
       workers: opts.workers,
       protect: opts.protect,
+      status: { counts: opts.counts, version: version(), startedMs: core.startedMs },
       now: () => core.runtime.clock.now(),
     }).fetch,
   }) as Server

@@ -5,6 +5,7 @@ import { ServerVersion } from '../history/server-version.js'
 import type { Logger } from '../observe/log.js'
 import { Metrics } from '../observe/metrics.js'
 import { UsageSummary } from '../observe/summary.js'
+import { StatusRecorder } from '../observe/status-recorder.js'
 import type { Config } from '../types.js'
 import type { Runtime } from './runtime.js'
 
@@ -18,6 +19,9 @@ export interface Core {
   logger: Logger
   metrics: Metrics
   summary: UsageSummary
+  /** SPEC §7: the status page's last 15 minutes. */
+  status: StatusRecorder
+  startedMs: number
   holder: ConfigHolder
   stores: Stores
   serverVersion: ServerVersion
@@ -107,6 +111,8 @@ export async function bootCore(
     logger,
     metrics,
     summary: new UsageSummary(),
+    status: new StatusRecorder(),
+    startedMs: runtime.clock.now(),
     holder,
     stores,
     serverVersion,

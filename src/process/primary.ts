@@ -4,6 +4,7 @@ import { createLogger } from '../observe/log.js'
 import type { Config } from '../types.js'
 import { WorkerPool } from '../workers/primary.js'
 import { sumStates } from '../protect/protector.js'
+import { mergeCounts } from '../observe/status-recorder.js'
 import { closeServer, createAdmin } from './admin-server.js'
 import { bootCore, closeCore } from './core.js'
 import {
@@ -34,6 +35,7 @@ export async function runPrimary(
   const admin = createAdmin(core, {
     flush: async () => void (await workers.ask('flush')),
     protect: async () => sumStates(await workers.ask('protect')),
+    counts: async () => mergeCounts(await workers.ask('status')),
     workers: {
       serving: () => workers.serving,
       renderMetrics: async () => core.metrics.renderWith(await workers.ask('metrics')),

@@ -88,6 +88,7 @@ export function createProxy(core: Core): Proxy {
     upstreamUrl: config.upstream.url,
     metrics: core.metrics,
     summary: core.summary,
+    status: core.status,
     now: () => core.runtime.clock.now(),
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
     processes: resolveWorkers(config.workers),

@@ -21,6 +21,7 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   const admin = createAdmin(core, {
     flush: () => proxy.recorder.flush(),
     protect: async () => proxy.gateway.protector.state(),
+    counts: async () => core.status.counts(Date.now()),
   })
   const p = await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
   const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)

@@ -37,6 +37,7 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (what === 'metrics') return running.core.metrics.snapshot()
       if (what === 'summary') return running.core.summary.take()
       if (what === 'protect') return running.proxy.gateway.protector.state()
+      if (what === 'status') return running.core.status.counts(Date.now(), 200)
       await running.proxy.recorder.flush()
       return true
     },

@@ -2,6 +2,7 @@ import type { Metrics } from '../observe/metrics.js'
 import type { SummaryCounts } from '../observe/summary.js'
 import type { Config } from '../types.js'
 import type { ProtectState } from '../protect/protector.js'
+import type { StatusCounts } from '../observe/status-recorder.js'
 
 // The primary and its workers speak over the cluster IPC channel (advanced serialisation, so
 // a Config crosses whole: Infinity and all). Every message carries `bg`, so messages of other
@@ -16,6 +17,7 @@ export interface Answers {
   summary: SummaryCounts
   flush: true
   protect: ProtectState
+  status: StatusCounts
 }
 
 export type ToWorker =

@@ -1,0 +1,116 @@
+// SPEC §7's status page: the last 15 minutes of calls, per 10-second step by class and outcome,
+// and the busiest keys, kept in this process (a primary merges its workers'). Recording is two
+// map increments per request; memory is bounded (90 steps; at most MAX_KEYS keys a minute).
+
+export const STEP_S = 10
+export const STEPS = 90
+const MINUTES = 15
+/** Keys counted per minute; past it a new key of that minute is not counted (busiest stay). */
+const MAX_KEYS = 20_000
+
+/** What one process (or a primary, merged) shows of its last 15 minutes. */
+export interface StatusCounts {
+  /** The last step's start (epoch seconds, a multiple of STEP_S); the series end there. */
+  endS: number
+  /** `<class>/<outcome>` → calls per step, oldest first (STEPS long). */
+  series: Record<string, number[]>
+  /** Calls per key over the 15 minutes, busiest first (at most `top`). */
+  busiest: { key: string; calls: number }[]
+}
+
+interface Step {
+  startS: number
+  counts: Map<string, number>
+}
+
+interface Minute {
+  startS: number
+  keys: Map<string, number>
+}
+
+export class StatusRecorder {
+  private readonly steps: Step[] = []
+  private readonly minutes: Minute[] = []
+
+  /** One request's ending: its class, its outcome and its key (if it had one). */
+  record(cls: string, outcome: string, key: string | undefined, nowMs: number): void {
+    const s = Math.floor(nowMs / 1000)
+    const step = this.stepAt(s - (s % STEP_S))
+    const series = `${cls}/${outcome}`
+    step.counts.set(series, (step.counts.get(series) ?? 0) + 1)
+    if (key === undefined) return
+    const minute = this.minuteAt(s - (s % 60))
+    const n = minute.keys.get(key)
+    if (n !== undefined) minute.keys.set(key, n + 1)
+    else if (minute.keys.size < MAX_KEYS) minute.keys.set(key, 1)
+  }
+
+  private stepAt(startS: number): Step {
+    const last = this.steps[this.steps.length - 1]
+    if (last !== undefined && last.startS === startS) return last
+    const step = { startS, counts: new Map<string, number>() }
+    this.steps.push(step)
+    while (this.steps.length > STEPS) this.steps.shift()
+    return step
+  }
+
+  private minuteAt(startS: number): Minute {
+    const last = this.minutes[this.minutes.length - 1]
+    if (last !== undefined && last.startS === startS) return last
+    const minute = { startS, keys: new Map<string, number>() }
+    this.minutes.push(minute)
+    while (this.minutes.length > MINUTES) this.minutes.shift()
+    return minute
+  }
+
+  /** The last 15 minutes as of `nowMs`. */
+  counts(nowMs: number, top = 10): StatusCounts {
+    const s = Math.floor(nowMs / 1000)
+    const endS = s - (s % STEP_S)
+    const firstS = endS - (STEPS - 1) * STEP_S
+    const series: Record<string, number[]> = {}
+    for (const step of this.steps) {
+      if (step.startS < firstS || step.startS > endS) continue
+      const i = (step.startS - firstS) / STEP_S
+      for (const [name, n] of step.counts) {
+        const values = (series[name] ??= new Array<number>(STEPS).fill(0))
+        values[i] = values[i]! + n
+      }
+    }
+    const calls = new Map<string, number>()
+    for (const m of this.minutes) {
+      if (m.startS <= s - MINUTES * 60) continue
+      for (const [key, n] of m.keys) calls.set(key, (calls.get(key) ?? 0) + n)
+    }
+    return { endS, series, busiest: topOf(calls, top) }
+  }
+}
+
+function topOf(calls: Map<string, number>, top: number): StatusCounts['busiest'] {
+  return [...calls]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .slice(0, top)
+    .map(([key, n]) => ({ key, calls: n }))
+}
+
+/**
+ * Several processes' counts as one (a primary and its workers): the series add up step by step
+ * (aligned on their end), and so do the keys' calls. A worker hands over its busiest 200, so a
+ * key busy across workers still ranks.
+ */
+export function mergeCounts(parts: readonly StatusCounts[], top = 10): StatusCounts {
+  const endS = Math.max(0, ...parts.map((p) => p.endS))
+  const series: Record<string, number[]> = {}
+  const calls = new Map<string, number>()
+  for (const p of parts) {
+    const shift = (endS - p.endS) / STEP_S
+    for (const [name, values] of Object.entries(p.series)) {
+      const out = (series[name] ??= new Array<number>(STEPS).fill(0))
+      values.forEach((v, i) => {
+        if (i - shift >= 0) out[i - shift]! += v
+      })
+    }
+    for (const b of p.busiest) calls.set(b.key, (calls.get(b.key) ?? 0) + b.calls)
+  }
+  return { endS, series, busiest: topOf(calls, top) }
+}
