@@ -12,6 +12,8 @@ import type { Metrics } from './observe/metrics.js'
 import { begin, createFinisher, type Begun, type Finish } from './observe/request-log.js'
 import type { UsageSummary } from './observe/summary.js'
 import type { StatusRecorder } from './observe/status-recorder.js'
+import type { Tracer } from '@opentelemetry/api'
+import { endWith, requestSpan, upstreamSpan } from './observe/tracing.js'
 import { BufferBudget } from './size/body-buffer.js'
 import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
@@ -31,6 +33,8 @@ export interface GatewayDeps {
   summary?: UsageSummary
   /** SPEC §7: the status page's counts. */
   status?: StatusRecorder
+  /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
+  tracer?: Tracer | null
   now?: () => number
   /** SPEC §8: the server's version, or null while unknown. */
   serverVersion?: () => string | null
@@ -152,6 +156,8 @@ async function toServer(
     begun.bytesOut = sendJsonError(res, 503, SHED_MESSAGE, headers, begun.requestId)
     return done({ kind: 'shed', waitedMs: slot.waitedMs })
   }
+  const tracer = flow.deps.tracer
+  const up = tracer != null && begun.span !== undefined ? upstreamSpan(tracer, begun.span) : null
   flow.deps.forwarder.forward({
     req,
     res,
@@ -163,7 +169,9 @@ async function toServer(
     body: ready.body,
     timeoutMs: snapshot.config.upstream.timeoutMs,
     requestId: begun.requestId,
+    traceparent: up?.traceparent,
     done: (r) => {
+      if (up !== null) endWith(up.span, r.status, {})
       ready.release()
       begun.bytesOut = r.bytesOut
       begun.givenBack = guard.finished(admission, slot.ticket, snapshot, r)
@@ -195,6 +203,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const begun = begin(req)
+    if (deps.tracer != null) begun.span = requestSpan(deps.tracer, req)
     let g = await gate(req)
     if (g.kind === 'refuse' && g.outcome.kind === 'rate_limited') {
       const first = g

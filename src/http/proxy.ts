@@ -30,6 +30,8 @@ export interface ForwardRequest {
   timeoutMs: number
   /** SPEC §7: the request's id, sent upstream (in place of the client's) and answered. */
   requestId?: string
+  /** Issue #25: the upstream call's span as W3C trace context (in place of the client's). */
+  traceparent?: string
   done: (r: ForwardResult) => void
 }
 
@@ -53,7 +55,7 @@ export function peerAddress(req: IncomingMessage): string {
 /** Request headers for the upstream, as a flat [name, value, …] list (keeps duplicates). */
 export function upstreamRequestHeaders(
   req: IncomingMessage,
-  opts: { keepUpgrade?: boolean; requestId?: string } = {}
+  opts: { keepUpgrade?: boolean; requestId?: string; traceparent?: string } = {}
 ): string[] {
   const keepUpgrade = opts.keepUpgrade === true
   const raw = req.rawHeaders
@@ -72,6 +74,7 @@ export function upstreamRequestHeaders(
     }
     if (HOP_BY_HOP.has(lower) || (listed !== null && listed.has(lower))) continue
     if (opts.requestId !== undefined && lower === 'x-request-id') continue
+    if (opts.traceparent !== undefined && lower === 'traceparent') continue
     if (lower === 'x-forwarded-for') xff = xff === undefined ? value : `${xff}, ${value}`
     else if (lower === 'x-forwarded-proto') xfp = xfp === undefined ? value : `${xfp}, ${value}`
     else if (lower === 'x-forwarded-host') xfh = xfh === undefined ? value : `${xfh}, ${value}`
@@ -85,6 +88,7 @@ export function upstreamRequestHeaders(
   const host = req.headers.host
   if (host !== undefined) out.push('x-forwarded-host', xfh === undefined ? host : `${xfh}, ${host}`)
   if (opts.requestId !== undefined) out.push('x-request-id', opts.requestId)
+  if (opts.traceparent !== undefined) out.push('traceparent', opts.traceparent)
   return out
 }
 
@@ -193,7 +197,10 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
       {
         path: basePath + f.pathAndQuery,
         method: req.method as 'GET',
-        headers: upstreamRequestHeaders(req, { requestId: f.requestId }),
+        headers: upstreamRequestHeaders(req, {
+          requestId: f.requestId,
+          traceparent: f.traceparent,
+        }),
         // undici writes any (async) iterable as the body; its types list only streams.
         body: (f.body ?? (hasBody(req) ? req : null)) as Readable | null,
         // undici re-arms this timer on every body chunk it writes, so it runs from the request

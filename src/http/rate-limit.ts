@@ -28,6 +28,8 @@ export interface Admission {
   monthly: { team: string; used: number; quota: number; refused: boolean } | null
   /** How long the store call took (ms; null when none was made). */
   storeMs: number | null
+  /** When it began (performance.now()), for its trace span. */
+  storeStartedMs?: number
 }
 
 /** The team month a decision charged (or refused), if any. */
@@ -109,6 +111,7 @@ export async function admit(
     shadowRules,
     monthly,
     storeMs,
+    storeStartedMs: started,
   }
 }
 

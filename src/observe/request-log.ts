@@ -10,6 +10,8 @@ import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
 import type { StatusRecorder } from './status-recorder.js'
+import type { Span, Tracer } from '@opentelemetry/api'
+import { endWith, pastChild } from './tracing.js'
 
 /** One request, as it ended: what finish() writes down. */
 interface Finished {
@@ -45,6 +47,8 @@ export interface Begun {
   delayedMs: number | undefined
   /** SPEC §9: the call was given back to the windows that charged it (shed, key share, 5xx). */
   givenBack: boolean
+  /** Issue #25: the request's trace span, when tracing is on. */
+  span?: Span
 }
 
 const SANE_ID = /^[A-Za-z0-9._~:-]{1,128}$/
@@ -171,6 +175,20 @@ function count(
   }
 }
 
+/** The request's span ends with what its line says (the path with its tokens masked). */
+function traced(tracer: Tracer, f: Finished, status: number): void {
+  const span = f.begun.span!
+  const adm = f.admission
+  if (adm !== null && adm.storeMs !== null && adm.storeStartedMs !== undefined)
+    pastChild(tracer, span, 'rate-limit store', adm.storeStartedMs, adm.storeMs)
+  endWith(span, status, {
+    'url.path': f.path === null ? undefined : maskPathTokens(f.path),
+    'basegate.class': adm?.classification.cls ?? 'unknown',
+    'basegate.key': adm?.classification.key,
+    'basegate.outcome': f.outcome.kind,
+  })
+}
+
 /** The fields every line has, in the order pino writes them. */
 function commonFields(f: Finished, status: number) {
   const adm = f.admission
@@ -218,6 +236,7 @@ export function createFinisher(deps: {
   metrics?: Metrics
   summary?: UsageSummary
   status?: StatusRecorder
+  tracer?: Tracer | null
 }) {
   const { logger } = deps
   // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).
@@ -261,6 +280,7 @@ export function createFinisher(deps: {
     }
 
     count(f, deps)
+    if (f.begun.span !== undefined && deps.tracer != null) traced(deps.tracer, f, status)
   }
 
   /**

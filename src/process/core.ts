@@ -6,6 +6,7 @@ import type { Logger } from '../observe/log.js'
 import { Metrics } from '../observe/metrics.js'
 import { UsageSummary } from '../observe/summary.js'
 import { StatusRecorder } from '../observe/status-recorder.js'
+import { startTracing, type Tracing } from '../observe/tracing.js'
 import type { Config } from '../types.js'
 import type { Runtime } from './runtime.js'
 
@@ -22,6 +23,8 @@ export interface Core {
   /** SPEC §7: the status page's last 15 minutes. */
   status: StatusRecorder
   startedMs: number
+  /** Issue #25: traces, when an OTLP endpoint is configured (else null). */
+  tracing: Tracing | null
   holder: ConfigHolder
   stores: Stores
   serverVersion: ServerVersion
@@ -112,6 +115,7 @@ export async function bootCore(
     metrics,
     summary: new UsageSummary(),
     status: new StatusRecorder(),
+    tracing: startTracing(runtime.env, version()),
     startedMs: runtime.clock.now(),
     holder,
     stores,
@@ -130,6 +134,7 @@ export async function bootCore(
 /** The store connections and timers, after the traffic has stopped. */
 export async function closeCore(core: Core): Promise<void> {
   core.serverVersion.stop()
+  await core.tracing?.shutdown()
   await core.stores.overrides.close().catch(() => {})
   await core.stores.store.close().catch(() => {})
 }

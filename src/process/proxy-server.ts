@@ -89,6 +89,7 @@ export function createProxy(core: Core): Proxy {
     metrics: core.metrics,
     summary: core.summary,
     status: core.status,
+    tracer: core.tracing?.tracer ?? null,
     now: () => core.runtime.clock.now(),
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
     processes: resolveWorkers(config.workers),
