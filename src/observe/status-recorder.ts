@@ -20,7 +20,8 @@ export interface StatusCounts {
 
 interface Step {
   startS: number
-  counts: Map<string, number>
+  /** class → outcome → calls. */
+  counts: Map<string, Map<string, number>>
 }
 
 interface Minute {
@@ -36,8 +37,10 @@ export class StatusRecorder {
   record(cls: string, outcome: string, key: string | undefined, nowMs: number): void {
     const s = Math.floor(nowMs / 1000)
     const step = this.stepAt(s - (s % STEP_S))
-    const series = `${cls}/${outcome}`
-    step.counts.set(series, (step.counts.get(series) ?? 0) + 1)
+    // Nested by class, then outcome: no string built per request.
+    let byOutcome = step.counts.get(cls)
+    if (byOutcome === undefined) step.counts.set(cls, (byOutcome = new Map()))
+    byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1)
     if (key === undefined) return
     const minute = this.minuteAt(s - (s % 60))
     const n = minute.keys.get(key)
@@ -48,7 +51,7 @@ export class StatusRecorder {
   private stepAt(startS: number): Step {
     const last = this.steps[this.steps.length - 1]
     if (last !== undefined && last.startS === startS) return last
-    const step = { startS, counts: new Map<string, number>() }
+    const step: Step = { startS, counts: new Map() }
     this.steps.push(step)
     while (this.steps.length > STEPS) this.steps.shift()
     return step
@@ -72,9 +75,11 @@ export class StatusRecorder {
     for (const step of this.steps) {
       if (step.startS < firstS || step.startS > endS) continue
       const i = (step.startS - firstS) / STEP_S
-      for (const [name, n] of step.counts) {
-        const values = (series[name] ??= new Array<number>(STEPS).fill(0))
-        values[i] = values[i]! + n
+      for (const [cls, byOutcome] of step.counts) {
+        for (const [outcome, n] of byOutcome) {
+          const values = (series[`${cls}/${outcome}`] ??= new Array<number>(STEPS).fill(0))
+          values[i] = values[i]! + n
+        }
       }
     }
     const calls = new Map<string, number>()
