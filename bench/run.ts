@@ -696,6 +696,11 @@ async function main(): Promise<void> {
     // in the same interleaved rounds (the side-by-side "no slower" check of a change).
     const baseline = process.env.BENCH_BASELINE
     const base = baseline ? await variant('base', '', '', baseline) : undefined
+    // BENCH_IETF=1: the same gateway with `header_style: both` (SPEC §10: x-ratelimit-* and the
+    // IETF fields on every answer), for what the second set of headers costs.
+    const ietf = process.env.BENCH_IETF
+      ? await variant('ietf', 'header_style: both\n', '')
+      : undefined
     if (sc.withHono)
       procs.push(
         await start(process.execPath, [
@@ -716,6 +721,7 @@ async function main(): Promise<void> {
       ['basegate-leases', leases],
       [`basegate-workers-${cores}-leases`, both],
       ['basegate-baseline', base],
+      ['basegate-header-both', ietf],
     ]
     for (const [name, v] of rows) {
       if (v) targets.push({ name, url: `http://127.0.0.1:${v.port}`, pid: v.proc.pid })
@@ -818,7 +824,7 @@ async function main(): Promise<void> {
     lines.push('')
   }
   lines.push(
-    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`.'
+    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`; `basegate-header-both` (BENCH_IETF=1) the same with `header_style: both`.'
   )
   if (halfRate) {
     lines.push(
