@@ -25,6 +25,7 @@ describe.each([1, 2])('GET /v1/status, %i process(es)', (workers) => {
 workers: ${workers}
 store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}st${workers}:" }
 rate_limits: { base: 3/min }
+protect: { max_in_flight: 4 }
 monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
       ).replace(/^admin: .*\n/m, '')
     )
@@ -78,6 +79,12 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(s.store).toEqual({ kind: 'redis', ready: true })
     expect(s.config.admin.token).toBe('****')
     expect(JSON.stringify(s)).not.toContain(TOKEN)
-    expect(s.protect).toMatchObject({ max_in_flight: 'unlimited', ceiling: null })
+    // SPEC §9 under workers: each holds its share of the ceiling; the primary sums them.
+    expect(s.protect).toMatchObject({ max_in_flight: 4, ceiling: 4 })
+    const metrics = await send(gw.adminPort, {
+      path: '/metrics',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    })
+    expect(metrics.body).toMatch(/^basegate_protect_ceiling 4$/m)
   })
 })
