@@ -18,7 +18,7 @@ import { BufferBudget } from './size/body-buffer.js'
 import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
 import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE } from './protect/call-guard.js'
-import { createDelayer } from './protect/delay.js'
+import { createDelayer, delayMsOf } from './protect/delay.js'
 import { Protector } from './protect/protector.js'
 
 export interface GatewayDeps {
@@ -194,20 +194,18 @@ export function createGateway(deps: GatewayDeps): Gateway {
     onGiveBackError: (err) => logger.warn({ err }, 'a call could not be given back'),
   })
   const flow: Flow = { deps, finish, sizeDeps, guard }
-  const delayed = createDelayer({
-    gate,
-    protector,
-    delayMs: () => deps.snapshot().config.rateLimits.delayMs,
-    metrics: deps.metrics,
-  })
+  const delayed = createDelayer({ gate, protector, metrics: deps.metrics })
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const begun = begin(req)
     if (deps.tracer != null) begun.span = requestSpan(deps.tracer, req)
     let g = await gate(req)
-    if (g.kind === 'refuse' && g.outcome.kind === 'rate_limited') {
-      const first = g
-      const after = await delayed(req, res, first, (ms) => (begun.delayedMs = ms))
+    // SPEC §9 delay_ms, asked synchronously: the flood's refusals that cannot wait pay nothing.
+    const first = g
+    const waitMs =
+      first.kind === 'refuse' ? delayMsOf(first, deps.snapshot().config.rateLimits.delayMs) : null
+    if (waitMs !== null && first.kind === 'refuse') {
+      const after = await delayed(req, res, first, waitMs, (ms) => (begun.delayedMs = ms))
       if (after === null) return finish(first, begun, { kind: 'client_aborted', upstreamMs: null })
       g = after
     }
@@ -218,8 +216,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
     // SPEC §9: one key's share of the server, held until the call is done.
     const busy = guard.enterKey(g.admission)
     if (busy !== null) {
-      begun.givenBack = true
-      begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, await busy, begun.requestId)
+      const { headers, givenBack } = await busy
+      begun.givenBack = givenBack
+      begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, headers, begun.requestId)
       return finish(g, begun, { kind: 'key_in_flight' })
     }
     const ready = await readBody(flow, req, res, g, begun)

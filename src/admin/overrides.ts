@@ -33,13 +33,8 @@ export function overrideRoutes(
   deps: { holder: ConfigHolder; overrides: OverrideStore }
 ): void {
   const { holder, overrides: store } = deps
-  const refresh = async () => {
-    try {
-      await holder.refreshTeams(store)
-    } catch {
-      /* the store is down: keep the last view */
-    }
-  }
+  // A read answers what the shared store holds now; with the store down, the last view.
+  const refresh = () => holder.tryRefreshTeams(store)
   const list = (c: Context) => {
     const live = holder.liveOverrides
     return c.json({

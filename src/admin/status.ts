@@ -4,6 +4,7 @@ import { HISTORY } from '../history/match.js'
 import { upgradeReport } from '../history/report.js'
 import { compareVersions } from '../history/version.js'
 import type { StatusCounts } from '../observe/status-recorder.js'
+import { REFUSAL_OF } from '../observe/metrics.js'
 import type { ProtectState } from '../protect/protector.js'
 import type { LimiterStore, StoreKind } from '../types.js'
 import type { HistoryDeps } from './history.js'
@@ -27,13 +28,9 @@ export interface StatusDeps {
   workers: () => number
 }
 
-/** Outcomes that are refusals of ours, and what the page calls them. */
-const REFUSALS: Record<string, string> = {
-  rate_limited: 'rate',
-  monthly_limited: 'monthly',
-  size_refused: 'size',
-  shed: 'shed',
-  key_in_flight: 'key_in_flight',
+/** Outcomes that are refusals of ours, by the metrics' reasons, and two the metrics count apart. */
+const REFUSALS: Record<string, string | undefined> = {
+  ...REFUSAL_OF,
   gone: 'removed endpoint',
   store_unavailable: 'store unavailable',
 }

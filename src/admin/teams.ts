@@ -47,13 +47,7 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
    * ago may not have reached this one's subscription yet. With the store down, the last view
    * this instance had.
    */
-  async function refresh(): Promise<void> {
-    try {
-      await holder.refreshTeams(overrides)
-    } catch {
-      /* the store is down: keep the last view */
-    }
-  }
+  const refresh = () => holder.tryRefreshTeams(overrides)
 
   app.get('/v1/teams', async (c) => {
     await refresh()

@@ -123,6 +123,19 @@ export class ConfigHolder {
     this.setTeamOverrides(teams)
   }
 
+  /**
+   * The same, for a reader that keeps the last view while the store is down (the admin API's
+   * reads): resolves to the error, or null.
+   */
+  async tryRefreshTeams(store: Pick<OverrideStore, 'load' | 'loadLimits'>): Promise<unknown> {
+    try {
+      await this.refreshTeams(store)
+      return null
+    } catch (err) {
+      return err ?? new Error('the store could not be read')
+    }
+  }
+
   /** SPEC §10: the admin API's overrides, by name. */
   get liveOverrides(): ReadonlyMap<string, LiveOverride> {
     return this.live

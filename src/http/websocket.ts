@@ -110,23 +110,25 @@ async function holdSlot(
   guard: CallGuard | undefined,
   socket: Duplex,
   g: Pass,
-  ended: (o: Outcome) => void
+  ended: (o: Outcome, givenBack: boolean) => void
 ): Promise<SlotTicket | null | false> {
   if (guard === undefined) return null
   const { admission, snapshot } = g
   const busy = guard.enterKey(admission)
   if (busy !== null) {
-    jsonFail(socket, 429, KEY_BUSY_MESSAGE, await busy)
-    ended({ kind: 'key_in_flight' })
+    const { headers, givenBack } = await busy
+    jsonFail(socket, 429, KEY_BUSY_MESSAGE, headers)
+    ended({ kind: 'key_in_flight' }, givenBack)
     return false
   }
   const maybe = guard.slot(admission, socket)
   const slot = maybe instanceof Promise ? await maybe : maybe
   if (slot.result === 'granted') return slot.ticket
-  if (slot.result === 'cancelled') ended({ kind: 'client_aborted', upstreamMs: null })
+  const givenBack = slot.givenBack === true
+  if (slot.result === 'cancelled') ended({ kind: 'client_aborted', upstreamMs: null }, givenBack)
   else {
     jsonFail(socket, 503, SHED_MESSAGE, guard.shedHeaders(admission, snapshot))
-    ended({ kind: 'shed', waitedMs: slot.waitedMs })
+    ended({ kind: 'shed', waitedMs: slot.waitedMs }, givenBack)
   }
   return false
 }
@@ -154,8 +156,8 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       jsonFail(socket, 400, NOT_HERE, admission.headers)
       return done({ kind: 'size_refused', status: 400, message: NOT_HERE })
     }
-    const held = await holdSlot(opts.guard, socket, g, (o) => {
-      if (o.kind !== 'forwarded') begun.givenBack = true
+    const held = await holdSlot(opts.guard, socket, g, (o, givenBack) => {
+      begun.givenBack = givenBack
       done(o)
     })
     if (held === false) return

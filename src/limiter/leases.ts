@@ -69,6 +69,8 @@ interface GiveBackBatch {
   sent: Promise<void>
   send: () => void
   timer: Timer | null
+  /** A send at the end of this event-loop turn is already asked for (the request path's give-backs). */
+  soon: boolean
 }
 
 /**
@@ -375,7 +377,7 @@ export class LeasingStore implements LimiterStore {
   private newBatch(): GiveBackBatch {
     let send!: () => void
     const sent = new Promise<void>((resolve) => (send = resolve))
-    const batch: GiveBackBatch = { uses: [], sent, send, timer: null }
+    const batch: GiveBackBatch = { uses: [], sent, send, timer: null, soon: false }
     batch.timer = this.clock.setTimer(() => this.flush(), GIVE_BACK_DELAY_MS)
     return batch
   }
@@ -418,7 +420,10 @@ export class LeasingStore implements LimiterStore {
     // The request path waits for these (a shed's 503 goes after its give-back): they go at the
     // end of this turn of the event loop, with every other give-back of the same turn.
     if (batch.uses.length >= MAX_GIVE_BACK) this.flush()
-    else setImmediate(() => this.batch === batch && this.flush())
+    else if (!batch.soon) {
+      batch.soon = true
+      setImmediate(() => this.batch === batch && this.flush())
+    }
     return batch.sent
   }
 

@@ -34,18 +34,16 @@ export interface Core {
   afterReload: (() => void)[]
 }
 
-/** Team changes made through any instance's admin API (kept in the store). */
+/** Team and override changes made through any instance's admin API (kept in the store). */
 export async function refreshTeams(
   core: Pick<Core, 'holder' | 'stores' | 'logger'>
 ): Promise<void> {
-  try {
-    await core.holder.refreshTeams(core.stores.overrides)
-  } catch (err) {
+  const err = await core.holder.tryRefreshTeams(core.stores.overrides)
+  if (err !== null)
     core.logger.warn(
       { err },
       'team changes could not be read from the store; the file values apply'
     )
-  }
 }
 
 /**

@@ -34,25 +34,30 @@ export class CallGuard {
   constructor(private readonly deps: CallGuardDeps) {}
 
   /**
-   * Gives an admitted call back to every window that charged it. Never rejects; a refusal of
-   * ours awaits it, so the client's next call already sees it.
+   * Gives an admitted call back to every window that charged it: null when nothing was charged,
+   * else a promise that never rejects (a refusal of ours awaits it, so the client's next call
+   * already sees it).
    */
-  giveBack(admission: Admission): Promise<void> {
+  private giveBack(admission: Admission): Promise<void> | null {
     const store = this.deps.store
-    if (store.giveBack === undefined) return Promise.resolve()
     const uses = chargedUses(admission)
-    if (uses.length === 0) return Promise.resolve()
+    if (uses.length === 0 || store.giveBack === undefined) return null
     return store.giveBack(uses).catch((err: unknown) => this.deps.onGiveBackError?.(err))
   }
 
   /**
    * SPEC §9 key_in_flight: takes a place of the call's key (null, at once), or gives the call
-   * back (not charged) and resolves to the 429's headers (`retry-after: 1`). Exempt calls are never counted.
+   * back (not charged) and resolves to the 429's headers (`retry-after: 1`) and whether anything
+   * was given back. Exempt calls are never counted.
    */
-  enterKey(admission: Admission): Promise<OutgoingHttpHeaders> | null {
+  enterKey(
+    admission: Admission
+  ): Promise<{ headers: OutgoingHttpHeaders; givenBack: boolean }> | null {
     const { cls, key } = admission.classification
     if (cls === 'exempt' || this.deps.protector.enterKey(key)) return null
-    return this.giveBack(admission).then(() => ({ ...admission.headers, 'retry-after': '1' }))
+    const back = this.giveBack(admission)
+    const headers = { ...admission.headers, 'retry-after': '1' }
+    return (back ?? Promise.resolve()).then(() => ({ headers, givenBack: back !== null }))
   }
 
   /** The call's place among its key's leaves (every exit after enterKey said ok). */
@@ -86,8 +91,9 @@ export class CallGuard {
     const waitedMs = performance.now() - started
     if (result === 'granted') return { ticket, result, waitedMs }
     this.leaveKey(admission)
-    await this.giveBack(admission)
-    return { ticket, result, waitedMs, givenBack: chargedUses(admission).length > 0 }
+    const back = this.giveBack(admission)
+    if (back !== null) await back
+    return { ticket, result, waitedMs, givenBack: back !== null }
   }
 
   /**
@@ -103,9 +109,7 @@ export class CallGuard {
     ticket.release(r.upstreamMs)
     this.leaveKey(admission)
     if (r.status < 500 || snapshot.config.charge.serverErrors) return false
-    if (chargedUses(admission).length === 0) return false
-    void this.giveBack(admission)
-    return true
+    return this.giveBack(admission) !== null
   }
 
   /** The headers of a shed call's 503: the call's rate headers and when to come back. */

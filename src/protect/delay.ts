@@ -45,15 +45,15 @@ function sleepUnlessClosed(res: ServerResponse, ms: number): Promise<boolean> {
 export interface DelayDeps {
   gate: (req: IncomingMessage) => Promise<GateResult>
   protector: Protector
-  delayMs: () => number
   metrics?: Metrics
 }
 
 /**
- * SPEC §9 delay_ms: a call a rate window refused, whose windows admit again within delay_ms,
- * waits until then (at most 100 of a key at once) and is checked once more. Answers the
- * result of that check, the refusal itself when the call does not wait, or null when the
- * client went away while it waited; `onWaited` gets how long it waited.
+ * SPEC §9 delay_ms: a refused call whose windows admit again within delay_ms (`waitMs`, from
+ * delayMsOf: the caller asks it first, so a refusal that cannot wait costs no promise) waits
+ * until then (at most 100 of a key at once) and is checked once more. Answers the result of
+ * that check, the refusal itself when the key already has 100 waiting, or null when the client
+ * went away while it waited; `onWaited` gets how long it waited.
  */
 export function createDelayer(deps: DelayDeps) {
   const { gate, protector } = deps
@@ -61,11 +61,11 @@ export function createDelayer(deps: DelayDeps) {
     req: IncomingMessage,
     res: ServerResponse,
     g: Refusal,
+    waitMs: number,
     onWaited: (ms: number) => void
   ): Promise<GateResult | null> {
-    const waitMs = delayMsOf(g, deps.delayMs())
     const key = g.admission?.classification.key
-    if (waitMs === null || key === undefined || !protector.startDelay(key)) return g
+    if (key === undefined || !protector.startDelay(key)) return g
     const started = performance.now()
     const left = await sleepUnlessClosed(res, waitMs)
     onWaited(performance.now() - started)

@@ -84,6 +84,7 @@ export class Protector {
     return Math.max(1, Math.floor(n / this.processes))
   }
 
+  /** `auto`'s controller; under a fixed ceiling it only measures (the queue bound, the metrics). */
   private controller(): AdaptiveCeiling {
     const min = this.share(this.config().minInFlight)
     if (this.auto === null) this.auto = new AdaptiveCeiling(min, this.now())
@@ -132,15 +133,10 @@ export class Protector {
       release: (upstreamMs) => {
         if (!held) return
         held = false
-        if (upstreamMs !== null) this.sampler().sample(upstreamMs, this.now())
+        if (upstreamMs !== null) this.controller().sample(upstreamMs, this.now())
         this.slots.release(cls)
       },
     }
-  }
-
-  /** Under a fixed ceiling the controller only measures (for the queue bound and the metrics). */
-  private sampler(): AdaptiveCeiling {
-    return this.auto ?? this.controller()
   }
 
   /** SPEC §9 key_in_flight: takes one of the key's places, or false when all are taken. */

@@ -67,6 +67,24 @@ async function startHoldingServer() {
 }
 type Holding = Awaited<ReturnType<typeof startHoldingServer>>
 
+/**
+ * A holding server and a basegate in front of it, for one describe block: `yaml()` adds to
+ * the config; `holding: false` makes the server answer at once.
+ */
+function useHeldGateway(yaml: () => string, holding = true) {
+  const t = {} as { up: Holding; gw: GatewayProcess }
+  beforeAll(async () => {
+    t.up = await startHoldingServer()
+    t.up.setHolding(holding)
+    t.gw = await startGateway(testYaml(t.up.url, yaml()))
+  })
+  afterAll(async () => {
+    await t.gw?.stop()
+    await t.up?.close()
+  })
+  return t
+}
+
 const until = async (cond: () => boolean, ms = 5000) => {
   const end = Date.now() + ms
   while (!cond()) {
@@ -92,77 +110,65 @@ const storeKinds = ['memory', 'redis'] as const
 
 describe.each(storeKinds)('the in-flight ceiling, %s store', (kind) => {
   const db = useRedis()
-  let up: Holding
-  let gw: GatewayProcess
-  beforeAll(async () => {
-    up = await startHoldingServer()
+  const t = useHeldGateway(() => {
     const store =
       kind === 'redis' ? `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}ceil:" }` : ''
-    gw = await startGateway(
-      testYaml(
-        up.url,
-        `${store}\nrate_limits: { base: 20/min }\nprotect: { max_in_flight: 2, queue_ms: 300 }`
-      )
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
+    return `${store}\nrate_limits: { base: 20/min }\nprotect: { max_in_flight: 2, queue_ms: 300 }`
   })
 
   it('never lets a third call reach the server; the waiting ones get 503 with retry-after and are given back', async () => {
-    const calls = Array.from({ length: 6 }, () => send(gw.port, { path: rowsPath() }))
-    await until(() => up.held.length === 2)
+    const calls = Array.from({ length: 6 }, () => send(t.gw.port, { path: rowsPath() }))
+    await until(() => t.up.held.length === 2)
     // The four waiting calls wait queue_ms, then are shed: the server never saw them.
     const shedAnswers = await Promise.all(calls.slice(2))
-    up.release(true)
+    t.up.release(true)
     const first = await Promise.all(calls.slice(0, 2))
     expect(first.map((a) => a.status)).toEqual([200, 200])
-    expect(up.peak).toBe(2)
-    expect(up.order.length).toBe(2)
+    expect(t.up.peak).toBe(2)
+    expect(t.up.order.length).toBe(2)
     for (const a of shedAnswers) {
       expect(a.status).toBe(503)
       expect(JSON.parse(a.body).error_msg).toMatch(/busy/)
       expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1)
     }
     // Given back: 2 calls counted, so the next admitted one has 20 - 3 left (17), not 13.
-    up.setHolding(false)
-    const next = await send(gw.port, { path: rowsPath() })
+    t.up.setHolding(false)
+    const next = await send(t.gw.port, { path: rowsPath() })
     expect(next.status).toBe(200)
     expect(next.headers['x-ratelimit-remaining']).toBe('17')
-    up.setHolding(true)
-    const shedLine = await gw.waitForLog((l) => l.outcome === 'shed')
+    t.up.setHolding(true)
+    const shedLine = await t.gw.waitForLog((l) => l.outcome === 'shed')
     expect(shedLine).toMatchObject({ level: 'warn', status: 503, class: 'base', given_back: true })
     // Seen: /metrics and /v1/protect.
-    const metrics = (await send(gw.adminPort, { path: '/metrics' })).body
+    const metrics = (await send(t.gw.adminPort, { path: '/metrics' })).body
     expect(metrics).toContain('basegate_protect_ceiling 2')
     expect(metrics).toContain('basegate_protect_shed_total{class="base"} 4')
-    const state = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    const state = JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
     expect(state).toMatchObject({ max_in_flight: 2, ceiling: 2, shed: { base: 4 } })
   })
 
   it('a client that leaves while queued frees its place at once and is given back', async () => {
     const remainingNow = async () => {
-      up.setHolding(false)
-      const a = await send(gw.port, { path: rowsPath('0b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21') })
-      up.setHolding(true)
+      t.up.setHolding(false)
+      const a = await send(t.gw.port, { path: rowsPath('0b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21') })
+      t.up.setHolding(true)
       return Number(a.headers['x-ratelimit-remaining'])
     }
     const before = await remainingNow()
     const path = rowsPath('0b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21')
-    const a = send(gw.port, { path })
-    const b = send(gw.port, { path })
-    await until(() => up.held.length === 2)
-    const leaving = request({ host: '127.0.0.1', port: gw.port, path, agent: false })
+    const a = send(t.gw.port, { path })
+    const b = send(t.gw.port, { path })
+    await until(() => t.up.held.length === 2)
+    const leaving = request({ host: '127.0.0.1', port: t.gw.port, path, agent: false })
     leaving.on('error', () => {})
     leaving.end()
-    await until(() => waiting(gw) === 1)
+    await until(() => waiting(t.gw) === 1)
     leaving.destroy()
-    await until(() => gw.logs.some((l) => l.outcome === 'client_aborted'))
-    const waitingNow = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    await until(() => t.gw.logs.some((l) => l.outcome === 'client_aborted'))
+    const waitingNow = JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
     expect(waitingNow.in_flight.base).toBe(2)
     expect(waitingNow.waiting.base).toBe(0)
-    up.release(true)
+    t.up.release(true)
     await Promise.all([a, b])
     // before counted 1; a and b 2 more; the one that left was given back: 20 - 4 = 16.
     expect(before).toBe(19)
@@ -171,99 +177,76 @@ describe.each(storeKinds)('the in-flight ceiling, %s store', (kind) => {
 })
 
 describe('priority and one key share', () => {
-  let up: Holding
-  let gw: GatewayProcess
-  beforeAll(async () => {
-    up = await startHoldingServer()
-    gw = await startGateway(
-      testYaml(
-        up.url,
-        'rate_limits: { base: 100/min, other: 100/min }\nprotect: { max_in_flight: 2, queue_ms: 5000, key_in_flight: 1 }'
-      )
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const t = useHeldGateway(
+    () =>
+      'rate_limits: { base: 100/min, other: 100/min }\nprotect: { max_in_flight: 2, queue_ms: 5000, key_in_flight: 1 }'
+  )
 
   it('serves a waiting web-UI call before three API calls that waited longer', async () => {
     const first = [
-      send(gw.port, { path: rowsPath() }),
-      send(gw.port, { path: rowsPath('2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22') }),
+      send(t.gw.port, { path: rowsPath() }),
+      send(t.gw.port, { path: rowsPath('2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22') }),
     ]
-    await until(() => up.held.length === 2)
+    await until(() => t.up.held.length === 2)
     const api = ['3', '4', '5'].map((d) =>
-      send(gw.port, { path: rowsPath(`${d}b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22`) })
+      send(t.gw.port, { path: rowsPath(`${d}b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22`) })
     )
-    await until(() => waiting(gw) === 3)
-    const ui = send(gw.port, { path: WEB_UI })
-    await until(() => waiting(gw) === 4)
-    up.release()
-    await until(() => up.order.length === 3)
-    expect(up.order[2]).toBe(WEB_UI)
-    up.setHolding(false)
-    up.release(true)
+    await until(() => waiting(t.gw) === 3)
+    const ui = send(t.gw.port, { path: WEB_UI })
+    await until(() => waiting(t.gw) === 4)
+    t.up.release()
+    await until(() => t.up.order.length === 3)
+    expect(t.up.order[2]).toBe(WEB_UI)
+    t.up.setHolding(false)
+    t.up.release(true)
     const all = await Promise.all([...first, ...api, ui])
     expect(all.every((a) => a.status === 200)).toBe(true)
-    up.setHolding(true)
+    t.up.setHolding(true)
   })
 
   it('answers 429 with retry-after: 1 to a key that already has key_in_flight calls at the server, uncharged', async () => {
     const path = rowsPath(UUID)
-    const held = send(gw.port, { path })
-    await until(() => up.held.length === 1)
-    const busy = await send(gw.port, { path })
+    const held = send(t.gw.port, { path })
+    await until(() => t.up.held.length === 1)
+    const busy = await send(t.gw.port, { path })
     expect(busy.status).toBe(429)
     expect(busy.headers['retry-after']).toBe('1')
     expect(JSON.parse(busy.body).error_msg).toMatch(/in progress/)
     // Another key is not held back by it.
-    up.setHolding(false)
-    const other = await send(gw.port, { path: OTHER })
+    t.up.setHolding(false)
+    const other = await send(t.gw.port, { path: OTHER })
     expect(other.status).toBe(200)
-    up.release(true)
+    t.up.release(true)
     const h = await held
-    const after = await send(gw.port, { path })
-    up.setHolding(true)
+    const after = await send(t.gw.port, { path })
+    t.up.setHolding(true)
     // The priority test charged this base once; then `held`, then `after`: the 429 was given back.
     expect(Number(h.headers['x-ratelimit-remaining']) - 1).toBe(
       Number(after.headers['x-ratelimit-remaining'])
     )
-    const line = await gw.waitForLog((l) => l.outcome === 'key_in_flight')
+    const line = await t.gw.waitForLog((l) => l.outcome === 'key_in_flight')
     expect(line).toMatchObject({ status: 429, given_back: true })
   })
 })
 
 describe('delay instead of 429 (rate_limits.delay_ms)', () => {
-  let up: Holding
-  let gw: GatewayProcess
-  beforeAll(async () => {
-    up = await startHoldingServer()
-    up.setHolding(false)
-    gw = await startGateway(
-      testYaml(
-        up.url,
-        `rate_limits: { base: 2/s, delay_ms: 1500 }
-monthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, plan: tiny, bases: ["${UUID}"] } ] }`
-      )
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const t = useHeldGateway(
+    () => `rate_limits: { base: 2/s, delay_ms: 1500 }
+monthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, plan: tiny, bases: ["${UUID}"] } ] }`,
+    false
+  )
 
   it('the third call of a 2/s window waits about a second and is served; its line carries delayed_ms', async () => {
     const path = rowsPath('4b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a24')
-    expect((await send(gw.port, { path })).status).toBe(200)
-    expect((await send(gw.port, { path })).status).toBe(200)
+    expect((await send(t.gw.port, { path })).status).toBe(200)
+    expect((await send(t.gw.port, { path })).status).toBe(200)
     const t0 = performance.now()
-    const third = await send(gw.port, { path })
+    const third = await send(t.gw.port, { path })
     const waited = performance.now() - t0
     expect(third.status).toBe(200)
     expect(waited).toBeGreaterThan(300)
     expect(waited).toBeLessThan(1600)
-    const line = await gw.waitForLog(
+    const line = await t.gw.waitForLog(
       (l) => typeof l.delayed_ms === 'number' && l.outcome === 'forwarded'
     )
     expect(line.delayed_ms as number).toBeGreaterThan(300)
@@ -271,13 +254,13 @@ monthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, p
 
   it('a 101st waiter of one key is refused at once', async () => {
     const path = rowsPath('5b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a25')
-    await send(gw.port, { path })
-    await send(gw.port, { path })
-    const waiters = Array.from({ length: 100 }, () => send(gw.port, { path }))
+    await send(t.gw.port, { path })
+    await send(t.gw.port, { path })
+    const waiters = Array.from({ length: 100 }, () => send(t.gw.port, { path }))
     // They wait out the window (about a second) while the 101st comes.
     await new Promise((r) => setTimeout(r, 250))
     const t0 = performance.now()
-    const extra = await send(gw.port, { path })
+    const extra = await send(t.gw.port, { path })
     expect(extra.status).toBe(429)
     expect(performance.now() - t0).toBeLessThan(250)
     const rest = await Promise.all(waiters)
@@ -288,11 +271,11 @@ monthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, p
 
   it('a monthly 429 never waits', async () => {
     // The team's quota (2) is used by the first two calls of its base.
-    await send(gw.port, { path: rowsPath() })
-    await send(gw.port, { path: rowsPath() })
+    await send(t.gw.port, { path: rowsPath() })
+    await send(t.gw.port, { path: rowsPath() })
     await new Promise((r) => setTimeout(r, 1100))
     const t0 = performance.now()
-    const a = await send(gw.port, { path: rowsPath() })
+    const a = await send(t.gw.port, { path: rowsPath() })
     expect(a.status).toBe(429)
     expect(performance.now() - t0).toBeLessThan(200)
   })
@@ -355,30 +338,18 @@ monthly: { enabled: true, plans: { small: { calls: 10 } }, teams: [ { id: t, pla
 })
 
 describe('max_in_flight: auto', () => {
-  let up: Holding
-  let gw: GatewayProcess
-  beforeAll(async () => {
-    up = await startHoldingServer()
-    up.setHolding(false)
-    gw = await startGateway(
-      testYaml(
-        up.url,
-        'rate_limits: { base: unlimited }\nprotect: { max_in_flight: auto, min_in_flight: 3 }'
-      )
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const t = useHeldGateway(
+    () => 'rate_limits: { base: unlimited }\nprotect: { max_in_flight: auto, min_in_flight: 3 }',
+    false
+  )
 
   it('starts at min_in_flight and shows the ceiling and the measured times', async () => {
-    const state = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    const state = JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
     expect(state).toMatchObject({ max_in_flight: 'auto', ceiling: 3 })
-    for (let i = 0; i < 40; i++) await send(gw.port, { path: rowsPath() })
+    for (let i = 0; i < 40; i++) await send(t.gw.port, { path: rowsPath() })
     await new Promise((r) => setTimeout(r, 300))
-    for (let i = 0; i < 10; i++) await send(gw.port, { path: rowsPath() })
-    const after = JSON.parse((await send(gw.adminPort, { path: '/v1/protect' })).body)
+    for (let i = 0; i < 10; i++) await send(t.gw.port, { path: rowsPath() })
+    const after = JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
     expect(after.recent_ms).toBeGreaterThan(0)
     expect(after.unloaded_ms).toBeGreaterThan(0)
     expect(after.ceiling).toBeGreaterThanOrEqual(3)
