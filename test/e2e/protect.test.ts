@@ -204,6 +204,20 @@ describe('priority and one key share', () => {
     t.up.setHolding(true)
   })
 
+  it('an exempt call never waits, even with every slot taken', async () => {
+    const held = [
+      send(t.gw.port, { path: rowsPath('6b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a26') }),
+      send(t.gw.port, { path: rowsPath('7b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a27') }),
+    ]
+    await until(() => t.up.held.length === 2)
+    const t0 = performance.now()
+    const ping = await send(t.gw.port, { path: '/api2/ping/' })
+    expect(ping.status).toBe(200)
+    expect(performance.now() - t0).toBeLessThan(1000)
+    t.up.release(true)
+    await Promise.all(held)
+  })
+
   it('answers 429 with retry-after: 1 to a key that already has key_in_flight calls at the server, uncharged', async () => {
     const path = rowsPath(UUID)
     const held = send(t.gw.port, { path })
