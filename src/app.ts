@@ -17,7 +17,7 @@ import { endWith, requestSpan, upstreamSpan } from './observe/tracing.js'
 import { BufferBudget } from './size/body-buffer.js'
 import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
-import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE } from './protect/call-guard.js'
+import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE, type SlotAnswer } from './protect/call-guard.js'
 import { createDelayer, delayMsOf } from './protect/delay.js'
 import { Protector } from './protect/protector.js'
 
@@ -98,19 +98,33 @@ function sizeDepsOf(deps: GatewayDeps): SizeDeps {
  * SPEC §4: the checked body, held whole (or the history's body read). Null when the call
  * ended here (refused, or the client went away), its line written.
  */
-async function readBody(
+function readBody(
   flow: Flow,
   req: IncomingMessage,
   res: ServerResponse,
   pass: Pass,
   begun: Begun
-): Promise<Ready | null> {
-  const { admission, snapshot } = pass
+): Ready | null | Promise<Ready | null> {
+  // Synchronous when the body step is (an unchecked call): no promise per request.
+  const maybe = sizedBody(flow.sizeDeps, req, pass.snapshot, pass)
+  if (maybe instanceof Promise)
+    return maybe.then((sized) => afterSized(flow, req, res, pass, begun, sized))
+  return afterSized(flow, req, res, pass, begun, maybe)
+}
+
+/** What the body step said: a refusal answered here (null), or the body to forward. */
+function afterSized(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  pass: Pass,
+  begun: Begun,
+  sized: Awaited<ReturnType<typeof sizedBody>>
+): Ready | null | Promise<Ready | null> {
+  const { admission } = pass
   const id = begun.requestId
   const done = (o: Outcome, dryRun: DryRun | null = pass.dryRun) =>
     flow.finish(pass, begun, o, dryRun)
-  const maybe = sizedBody(flow.sizeDeps, req, snapshot, pass)
-  const sized = maybe instanceof Promise ? await maybe : maybe
   if (sized.kind === 'aborted') return (done({ kind: 'client_aborted', upstreamMs: null }), null)
   if (sized.kind === 'unavailable') {
     const headers = { ...admission.headers, 'retry-after': '1' }
@@ -127,27 +141,42 @@ async function readBody(
   }
   const dryRun = sized.broken === null ? pass.dryRun : { ...pass.dryRun, size: sized.broken }
   if (pass.pendingHistory.length > 0 && sized.body === undefined) {
-    const read = await bodyHistory(flow.deps, req, pass)
-    if (read === null) return (done({ kind: 'client_aborted', upstreamMs: null }, dryRun), null)
-    return { body: read.body, release: sized.release, dryRun }
+    return bodyHistory(flow.deps, req, pass).then((read) => {
+      if (read === null) return (done({ kind: 'client_aborted', upstreamMs: null }, dryRun), null)
+      return { body: read.body, release: sized.release, dryRun }
+    })
   }
   return { body: sized.body, release: sized.release, dryRun }
 }
 
 /** SPEC §9: a slot at the server (the web UI's calls first; none within queue_ms → 503), then forwarded. */
-async function toServer(
+function toServer(
   flow: Flow,
   req: IncomingMessage,
   res: ServerResponse,
   pass: Pass,
   begun: Begun,
   ready: Ready
-): Promise<void> {
+): void | Promise<void> {
+  // Synchronous when a slot is free (always, without `protect`): no promise per request.
+  const maybe = flow.guard.slot(pass.admission, res)
+  if (maybe instanceof Promise)
+    return maybe.then((slot) => forwardOrShed(flow, req, res, pass, begun, ready, slot))
+  forwardOrShed(flow, req, res, pass, begun, ready, maybe)
+}
+
+function forwardOrShed(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  pass: Pass,
+  begun: Begun,
+  ready: Ready,
+  slot: SlotAnswer
+): void {
   const { admission, snapshot } = pass
   const { guard } = flow
   const done = (o: Outcome) => flow.finish(pass, begun, o, ready.dryRun)
-  const maybe = guard.slot(admission, res)
-  const slot = maybe instanceof Promise ? await maybe : maybe
   if (slot.result !== 'granted') {
     ready.release()
     begun.givenBack = slot.givenBack === true
@@ -221,7 +250,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
       begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, headers, begun.requestId)
       return finish(g, begun, { kind: 'key_in_flight' })
     }
-    const ready = await readBody(flow, req, res, g, begun)
+    const maybe = readBody(flow, req, res, g, begun)
+    const ready = maybe instanceof Promise ? await maybe : maybe
     if (ready === null) return guard.leaveKey(g.admission)
     return toServer(flow, req, res, g, begun, ready)
   }
