@@ -45,6 +45,10 @@ describe('npx basegate', () => {
       cwd: root,
       encoding: 'utf8',
       timeout: 30_000,
+      // npx links the local package and, with scripts on, runs its `prepare` (a full build)
+      // into dist/ while other test files start dist/src/main.js: a half-written module there
+      // failed a CI run. `npm test` has just built dist/, so the link needs no scripts.
+      env: { ...process.env, npm_config_ignore_scripts: 'true' },
     })
     expect(r.status, r.stderr).toBe(2)
     expect(r.stderr).toContain('rate_limits.base: "500/mn" is not a rate')
