@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Snapshot } from './config/snapshot.js'
 import { bodyHistory } from './http/history-check.js'
-import { createGate, type Pass } from './http/gate.js'
+import { createGate, type GateResult, type Pass, type Refusal } from './http/gate.js'
 import type { DryRun, Outcome } from './http/outcome.js'
 import type { ForwardRequest, ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
@@ -61,6 +61,8 @@ interface Flow {
   finish: Finish
   sizeDeps: SizeDeps
   guard: CallGuard
+  /** SPEC §9 delay_ms: waits out a refusal's windows and asks the gate again. */
+  delayed: ReturnType<typeof createDelayer>
 }
 
 /** A call whose body is ready to forward. */
@@ -209,6 +211,73 @@ function forwardOrShed(
   })
 }
 
+/** SPEC §9 delay_ms, asked synchronously: the flood's refusals that cannot wait pay nothing. */
+function afterGate(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  begun: Begun,
+  g: GateResult
+): void | Promise<void> {
+  if (g.kind === 'pass') return admitted(flow, req, res, begun, g)
+  const waitMs = delayMsOf(g, flow.deps.snapshot().config.rateLimits.delayMs)
+  if (waitMs === null) return refused(flow, res, begun, g)
+  return flow
+    .delayed(req, res, g, waitMs, (ms) => (begun.delayedMs = ms))
+    .then((after) => {
+      if (after === null) return flow.finish(g, begun, { kind: 'client_aborted', upstreamMs: null })
+      return after.kind === 'refuse'
+        ? refused(flow, res, begun, after)
+        : admitted(flow, req, res, begun, after)
+    })
+}
+
+function refused(flow: Flow, res: ServerResponse, begun: Begun, g: Refusal): void {
+  begun.bytesOut = sendRefusal(res, g, begun.requestId)
+  flow.finish(g, begun, g.outcome)
+}
+
+function admitted(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  begun: Begun,
+  g: Pass
+): void | Promise<void> {
+  // SPEC §9: one key's share of the server, held until the call is done.
+  const busy = flow.guard.enterKey(g.admission)
+  if (busy !== null) {
+    return busy.then(({ headers, givenBack }) => {
+      begun.givenBack = givenBack
+      begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, headers, begun.requestId)
+      flow.finish(g, begun, { kind: 'key_in_flight' })
+    })
+  }
+  const maybe = readBody(flow, req, res, g, begun)
+  if (maybe instanceof Promise)
+    return maybe.then((ready) => withBody(flow, req, res, begun, g, ready))
+  return withBody(flow, req, res, begun, g, maybe)
+}
+
+function withBody(
+  flow: Flow,
+  req: IncomingMessage,
+  res: ServerResponse,
+  begun: Begun,
+  g: Pass,
+  ready: Ready | null
+): void | Promise<void> {
+  if (ready === null) return flow.guard.leaveKey(g.admission)
+  return toServer(flow, req, res, g, begun, ready)
+}
+
+/** Nothing a request does may crash the process; the client gets a 500 or a closed socket. */
+function requestFailed(logger: Logger, res: ServerResponse, err: unknown): void {
+  logger.error({ err }, 'request failed')
+  if (!res.headersSent) sendJsonError(res, 500, 'internal error')
+  else res.destroy()
+}
+
 /** The request's way through: gate → size check → forward, and one finish() at every exit. */
 export function createGateway(deps: GatewayDeps): Gateway {
   const { logger } = deps
@@ -222,47 +291,26 @@ export function createGateway(deps: GatewayDeps): Gateway {
     store: deps.store,
     onGiveBackError: (err) => logger.warn({ err }, 'a call could not be given back'),
   })
-  const flow: Flow = { deps, finish, sizeDeps, guard }
   const delayed = createDelayer({ gate, protector, metrics: deps.metrics })
+  const flow: Flow = { deps, finish, sizeDeps, guard, delayed }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const begun = begin(req)
-    if (deps.tracer != null) begun.span = requestSpan(deps.tracer, req)
-    let g = await gate(req)
-    // SPEC §9 delay_ms, asked synchronously: the flood's refusals that cannot wait pay nothing.
-    const first = g
-    const waitMs =
-      first.kind === 'refuse' ? delayMsOf(first, deps.snapshot().config.rateLimits.delayMs) : null
-    if (waitMs !== null && first.kind === 'refuse') {
-      const after = await delayed(req, res, first, waitMs, (ms) => (begun.delayedMs = ms))
-      if (after === null) return finish(first, begun, { kind: 'client_aborted', upstreamMs: null })
-      g = after
-    }
-    if (g.kind === 'refuse') {
-      begun.bytesOut = sendRefusal(res, g, begun.requestId)
-      return finish(g, begun, g.outcome)
-    }
-    // SPEC §9: one key's share of the server, held until the call is done.
-    const busy = guard.enterKey(g.admission)
-    if (busy !== null) {
-      const { headers, givenBack } = await busy
-      begun.givenBack = givenBack
-      begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, headers, begun.requestId)
-      return finish(g, begun, { kind: 'key_in_flight' })
-    }
-    const maybe = readBody(flow, req, res, g, begun)
-    const ready = maybe instanceof Promise ? await maybe : maybe
-    if (ready === null) return guard.leaveKey(g.admission)
-    return toServer(flow, req, res, g, begun, ready)
-  }
-
+  /**
+   * Every step is synchronous until it needs I/O (issue #26): a refusal from the over-limit
+   * cache is answered and logged in this call, with no promise made.
+   */
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
-    handle(req, res).catch((err: unknown) => {
-      // Nothing a request does may crash the process; the client gets a 500 or a closed socket.
-      logger.error({ err }, 'request failed')
-      if (!res.headersSent) sendJsonError(res, 500, 'internal error')
-      else res.destroy()
-    })
+    try {
+      const begun = begin(req)
+      if (deps.tracer != null) begun.span = requestSpan(deps.tracer, req)
+      const g = gate(req)
+      const next =
+        g instanceof Promise
+          ? g.then((r) => afterGate(flow, req, res, begun, r))
+          : afterGate(flow, req, res, begun, g)
+      if (next instanceof Promise) next.catch((err: unknown) => requestFailed(logger, res, err))
+    } catch (err) {
+      requestFailed(logger, res, err)
+    }
   }
 
   const upgrade = createUpgradeHandler({

@@ -278,6 +278,12 @@ export interface GiveBack {
 export interface LimiterStore {
   /** Checks every window and charges all of them, or none when one refuses. */
   consume(charges: readonly Charge[], nowMs: number, opts?: ConsumeOptions): Promise<Decision>
+  /**
+   * The same decision when this process can make it without I/O (a window its over-limit
+   * cache knows is full, a local store), else null: then the caller calls consume(). Issue
+   * #26: a flood's refusals take no promise and no event-loop turn.
+   */
+  consumeNow?(charges: readonly Charge[], nowMs: number): Decision | null
   /** The windows' state now, changing nothing (`allowed`: whether a call would be admitted). */
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision>
   /**

@@ -13,8 +13,17 @@ export const UUID_PATTERN = `(?:${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{1
 
 const UUID_RE = new RegExp(`^${UUID_PATTERN}$`)
 
+/** Of a string UUID_RE accepted: the hyphens at 8, 13, 18 and 23 cut out (no regex per call). */
 function canonical(uuid: string): string {
-  return uuid.replace(/-/g, '').toLowerCase()
+  const hex =
+    uuid.length === 32
+      ? uuid
+      : uuid.slice(0, 8) +
+        uuid.slice(9, 13) +
+        uuid.slice(14, 18) +
+        uuid.slice(19, 23) +
+        uuid.slice(24)
+  return hex.toLowerCase()
 }
 
 /** The canonical form: lower case, no hyphens; null when `text` is not a UUID. */

@@ -82,14 +82,23 @@ function refuse(
   return { kind: 'refuse', status, message, headers, outcome, path, admission, history, apiChanges }
 }
 
+/** SPEC §1 on_error closed: a store that cannot answer is a 503 (anything else is a bug). */
+function storeDown(err: unknown, path: string): Refusal {
+  if (!(err instanceof StoreError)) throw err
+  const outcome: Outcome = { kind: 'store_unavailable' }
+  return refuse(503, STORE_DOWN, outcome, { path, headers: { 'retry-after': '1' } })
+}
+
+export type Gate = (req: IncomingMessage) => GateResult | Promise<GateResult>
+
 /**
  * The request's way in, shared by plain requests and WebSocket upgrades: normalise the path,
  * classify, count, and either refuse (as a value the transport writes) or pass. It writes
- * nothing and logs nothing.
+ * nothing and logs nothing. Synchronous when the store decides without I/O (issue #26).
  */
-export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<GateResult> {
+export function createGate(deps: GateDeps): Gate {
   const now = deps.now ?? Date.now
-  return async function gate(req) {
+  return function gate(req) {
     const snapshot = deps.snapshot()
     const { path: rawPath, query } = splitTarget(req.url ?? '/')
     const norm = normalizePath(rawPath)
@@ -101,30 +110,43 @@ export function createGate(deps: GateDeps): (req: IncomingMessage) => Promise<Ga
       const reason = 'the request has more than one Host header'
       return refuse(400, reason, { kind: 'bad_request', reason }, { path })
     }
-    let admission: Admission
+    let admitted: Admission | Promise<Admission>
     try {
-      admission = await admit(snapshot, deps.store, req, path, now())
+      admitted = admit(snapshot, deps.store, req, path, now())
     } catch (err) {
-      if (!(err instanceof StoreError)) throw err
-      const outcome: Outcome = { kind: 'store_unavailable' }
-      return refuse(503, STORE_DOWN, outcome, { path, headers: { 'retry-after': '1' } })
+      return storeDown(err, path)
     }
-    const { refused, shadowRules } = admission
-    const enforce = snapshot.config.mode === 'enforce'
-    let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
-    if (refused !== null) {
-      if (enforce) {
-        const outcome: Outcome = {
-          kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited',
-        }
-        return refuse(429, null, outcome, { path, admission, headers: admission.headers })
-      }
-      // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
-      dryRun = { ...dryRun, refusal: refused }
-    }
-    const at = { method: req.method ?? 'GET', path, query, snapshot, admission, enforce }
-    return historyStep(deps, at, dryRun)
+    const method = req.method ?? 'GET'
+    if (!(admitted instanceof Promise))
+      return windowsSaid(deps, { method, path, query, snapshot }, admitted)
+    return admitted.then(
+      (a) => windowsSaid(deps, { method, path, query, snapshot }, a),
+      (err: unknown) => storeDown(err, path)
+    )
   }
+}
+
+/** What the windows said: a 429, or on to the change history. */
+function windowsSaid(
+  deps: GateDeps,
+  call: { method: string; path: string; query: string; snapshot: Snapshot },
+  admission: Admission
+): GateResult {
+  const { refused, shadowRules } = admission
+  const enforce = call.snapshot.config.mode === 'enforce'
+  let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
+  if (refused !== null) {
+    if (enforce) {
+      const outcome: Outcome = {
+        kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited',
+      }
+      const headers = admission.headers
+      return refuse(429, null, outcome, { path: call.path, admission, headers })
+    }
+    // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
+    dryRun = { ...dryRun, refusal: refused }
+  }
+  return historyStep(deps, { ...call, admission, enforce }, dryRun)
 }
 
 /**

@@ -44,17 +44,18 @@ function monthlyOf(c: Classification, d: Decision): Admission['monthly'] {
 }
 
 /**
- * Classifies the request and charges its windows in one store call. Throws StoreError only
- * when the store failed and on_error is closed.
+ * Classifies the request and charges its windows in one store call. Throws StoreError (or
+ * rejects with it) only when the store failed and on_error is closed. Answered synchronously
+ * when the store can decide without I/O (issue #26: a flood's refusals, the memory store).
  */
-export async function admit(
+export function admit(
   snapshot: Snapshot,
   store: LimiterStore,
   req: IncomingMessage,
   path: string,
   nowMs: number
-): Promise<Admission> {
-  const { clientIp: resolver, classifier, allowClient, config } = snapshot
+): Admission | Promise<Admission> {
+  const { clientIp: resolver, classifier, allowClient } = snapshot
   const clientIp = resolver.clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'])
   const classification = classifier.classify(
     req.method ?? 'GET',
@@ -83,7 +84,23 @@ export async function admit(
     }
   }
   const started = performance.now()
-  const decision = await store.consume(charges, nowMs)
+  const now = store.consumeNow?.(charges, nowMs) ?? null
+  if (now !== null) return admissionOf(snapshot, classification, clientIp, now, started)
+  return store
+    .consume(charges, nowMs)
+    .then((decision) => admissionOf(snapshot, classification, clientIp, decision, started))
+}
+
+/** What a decision makes of the call: its headers, its refusal, its month. */
+function admissionOf(
+  snapshot: Snapshot,
+  classification: Classification,
+  clientIp: string,
+  decision: Decision,
+  started: number
+): Admission {
+  const { config } = snapshot
+  const charges = classification.charges
   const storeMs = performance.now() - started
   const window = rateHeaderValues(decision, charges)
   const monthly = monthlyOf(classification, decision)

@@ -8,7 +8,7 @@ import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/log.js'
 import { begin, type Finish } from '../observe/request-log.js'
-import type { GateResult, Pass, Refusal } from './gate.js'
+import type { Gate, Pass, Refusal } from './gate.js'
 import { statusOf, type Outcome } from './outcome.js'
 import { upstreamRequestHeaders } from './proxy.js'
 import { jsonError } from './respond.js'
@@ -71,7 +71,7 @@ const NOT_HERE = 'an Upgrade request is not accepted on an endpoint with a size 
 export interface UpgradeOptions {
   upstreamUrl: string
   logger: Logger
-  gate: (req: IncomingMessage) => Promise<GateResult>
+  gate: Gate
   finish: Finish
   /** SPEC §9: an upgrade holds a slot at the server until its 101 (or its answer). */
   guard?: CallGuard

@@ -62,11 +62,11 @@ export class GuardedStore implements LimiterStore {
     return this.down
   }
 
-  async consume(
-    charges: readonly Charge[],
-    nowMs: number,
-    opts?: ConsumeOptions
-  ): Promise<Decision> {
+  /**
+   * A refusal from the over-limit cache, or the local limiter's answer while the store is down
+   * between probes: decisions that need no store call. Null: ask consume().
+   */
+  consumeNow(charges: readonly Charge[], nowMs: number): Decision | null {
     const cached = this.overLimit?.check(charges, nowMs) ?? null
     if (cached !== null) {
       this.cachedRefusals++
@@ -74,6 +74,16 @@ export class GuardedStore implements LimiterStore {
       return cached
     }
     if (this.down && Date.now() < this.nextProbeMs) return this.unanswered(charges, nowMs, null)
+    return null
+  }
+
+  async consume(
+    charges: readonly Charge[],
+    nowMs: number,
+    opts?: ConsumeOptions
+  ): Promise<Decision> {
+    const now = this.consumeNow(charges, nowMs)
+    if (now !== null) return now
     if (this.down) this.nextProbeMs = Date.now() + this.probeEveryMs
     const started = performance.now()
     try {

@@ -144,6 +144,16 @@ export class LeasingStore implements LimiterStore {
     return units
   }
 
+  /**
+   * A call no share can serve (a small limit, a monthly window) is the inner store's to answer
+   * now, when it can; one that shares might serve goes through consume().
+   */
+  consumeNow(charges: readonly Charge[], nowMs: number): Decision | null {
+    if (this.closed || !this.leasable(charges))
+      return this.inner.consumeNow?.(charges, nowMs) ?? null
+    return null
+  }
+
   async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     if (this.closed || !this.leasable(charges)) return this.inner.consume(charges, nowMs)
     this.count(charges, nowMs)

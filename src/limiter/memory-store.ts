@@ -34,6 +34,11 @@ export class MemoryStore implements LimiterStore {
     return this.consumeSync(charges, nowMs)
   }
 
+  /** Every decision is local: always answered now. */
+  consumeNow(charges: readonly Charge[], nowMs: number): Decision {
+    return this.consumeSync(charges, nowMs)
+  }
+
   async peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     return this.consumeSync(charges, nowMs, { peek: true })
   }

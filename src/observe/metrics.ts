@@ -23,8 +23,6 @@ export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
   key_in_flight: 'key_in_flight',
 }
 
-type Child = { inc(): void }
-
 /** One labelled metric in a registry (a Counter or a Gauge), declared in one line. */
 function metric<L extends string, M>(
   Kind: new (c: {
@@ -59,18 +57,34 @@ const gauge = <L extends string>(
 /** Every metric basegate exposes, in one registry (SPEC §7 /metrics). */
 export class Metrics {
   readonly registry = new Registry()
-  readonly requests = counter(
-    this.registry,
-    'basegate_requests_total',
-    'Requests by class and outcome',
-    ['class', 'outcome'] as const
-  )
-  readonly refusals = counter(
-    this.registry,
-    'basegate_refusals_total',
-    'Refusals by reason (dry_run: would have been refused, forwarded)',
-    ['reason'] as const
-  )
+  // Counted per request in plain maps and handed to prom-client at each read (collect):
+  // a labelled child's inc() hashes its labels on every call (issue #26: 2–3 % of a refusal).
+  private readonly pendingRequests = new Map<string, Map<string, number>>()
+  private readonly pendingRefusals = new Map<RefusalReason, number>()
+  readonly requests: Counter<'class' | 'outcome'> = new Counter({
+    name: 'basegate_requests_total',
+    help: 'Requests by class and outcome',
+    labelNames: ['class', 'outcome'] as const,
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      for (const [cls, byOutcome] of this.pendingRequests) {
+        for (const [outcome, n] of byOutcome) this.requests.inc({ class: cls, outcome }, n)
+      }
+      this.pendingRequests.clear()
+    },
+  })
+  readonly refusals: Counter<'reason'> = new Counter({
+    name: 'basegate_refusals_total',
+    help: 'Refusals by reason (dry_run: would have been refused, forwarded)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      for (const [reason, n] of this.pendingRefusals) this.refusals.inc({ reason }, n)
+      this.pendingRefusals.clear()
+    },
+  })
   readonly storeDuration = new Histogram({
     name: 'basegate_store_duration_seconds',
     help: 'Duration of one rate-limit store call',
@@ -280,11 +294,6 @@ export class Metrics {
     this.serverVersion.labels(version ?? 'unknown').set(1)
   }
 
-  // Labelled children, made once: prom-client would otherwise hash the label object on every
-  // request.
-  private readonly requestChildren = new Map<string, Child>()
-  private readonly refusalChildren = new Map<RefusalReason, Child>()
-
   /**
    * One request's outcome: basegate_requests_total, and basegate_refusals_total for a refusal.
    * A dry-run call forwarded counts as outcome `dry_run` (and refusal `dry_run`); one whose
@@ -292,17 +301,12 @@ export class Metrics {
    */
   countRequest(cls: string, outcome: OutcomeKind, dryRun = false): void {
     const label = dryRun && outcome === 'forwarded' ? 'dry_run' : outcome
-    const key = `${cls}|${label}`
-    let child = this.requestChildren.get(key)
-    if (child === undefined)
-      this.requestChildren.set(key, (child = this.requests.labels(cls, label)))
-    child.inc()
+    let byOutcome = this.pendingRequests.get(cls)
+    if (byOutcome === undefined) this.pendingRequests.set(cls, (byOutcome = new Map()))
+    byOutcome.set(label, (byOutcome.get(label) ?? 0) + 1)
     const reason = dryRun ? 'dry_run' : REFUSAL_OF[outcome]
     if (reason === undefined) return
-    let refusal = this.refusalChildren.get(reason)
-    if (refusal === undefined)
-      this.refusalChildren.set(reason, (refusal = this.refusals.labels(reason)))
-    refusal.inc()
+    this.pendingRefusals.set(reason, (this.pendingRefusals.get(reason) ?? 0) + 1)
   }
 
   /** This process's values, to be merged by a primary (workers). */

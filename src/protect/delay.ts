@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { GateResult, Refusal } from '../http/gate.js'
+import type { Gate, GateResult, Refusal } from '../http/gate.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { Protector } from './protector.js'
 
@@ -43,7 +43,7 @@ function sleepUnlessClosed(res: ServerResponse, ms: number): Promise<boolean> {
 }
 
 export interface DelayDeps {
-  gate: (req: IncomingMessage) => Promise<GateResult>
+  gate: Gate
   protector: Protector
   metrics?: Metrics
 }

@@ -68,7 +68,14 @@ function setup(
     req.headers = { host: 'gw', ...headers }
     req.rawHeaders = [...(Object.entries(req.headers).flat() as string[]), ...extraRaw]
     const res = new ServerResponse(req)
-    const out: { status?: number; headers?: Record<string, unknown>; body: string } = { body: '' }
+    const out: {
+      status?: number
+      headers?: Record<string, unknown>
+      body: string
+      /** Answered before handleRequest returned: no promise, no event-loop turn (issue #26). */
+      sync?: boolean
+    } = { body: '' }
+    let returned = false
     let written: Record<string, unknown> = {}
     const origHead = res.writeHead.bind(res)
     res.writeHead = ((status: number, headers?: Record<string, unknown>) => {
@@ -79,6 +86,7 @@ function setup(
       const origEnd = res.end.bind(res)
       res.end = ((chunk?: unknown) => {
         out.status = res.statusCode
+        out.sync = !returned
         out.headers = { ...res.getHeaders(), ...written }
         if (typeof chunk === 'string') out.body = chunk
         resolve()
@@ -87,6 +95,7 @@ function setup(
     })
     req.push(null)
     gw.handleRequest(req, res)
+    returned = true
     await done
     await new Promise((r) => setImmediate(r))
     return out
@@ -113,6 +122,24 @@ describe('createGateway in process', () => {
       'forwarded',
       'rate_limited',
     ])
+  })
+
+  it('a refusal the store decides without I/O is answered within handleRequest (issue #26)', async () => {
+    const g = setup('rate_limits: { base: 1/min }')
+    const path = `/api-gateway/api/v2/dtables/${U}/metadata/`
+    expect((await g.call('GET', path)).status).toBe(200)
+    const refused = await g.call('GET', path)
+    expect(refused.status).toBe(429)
+    expect(refused.sync).toBe(true)
+    // Its line was written in that same call, with everything SPEC §7 asks of it.
+    const line = g.lines.at(-1)!
+    expect(line).toMatchObject({
+      level: 'warn',
+      status: 429,
+      outcome: 'rate_limited',
+      remaining: 0,
+    })
+    expect(line.request_id).toBe(refused.headers!['x-request-id'])
   })
 
   it('a bad path and a duplicate Host are request lines too, with their outcome', async () => {

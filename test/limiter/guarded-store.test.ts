@@ -36,6 +36,34 @@ describe('over-limit cache', () => {
     expect((await store.consume([c], first.windows[0]!.retryAtMs)).allowed).toBe(true)
   })
 
+  it('consumeNow: a known-full window is refused at once, with no store call; anything else is null (issue #26)', async () => {
+    const prefix = `${db.redis.prefix}now:`
+    const store = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
+      onError: 'open',
+      fallback: new MemoryStore(),
+    })
+    const c = charge(2)
+    const t0 = Date.now()
+    // Nothing known yet: the store must be asked.
+    expect(store.consumeNow([c], t0)).toBeNull()
+    await store.consume([c], t0)
+    await store.consume([c], t0)
+    expect(store.consumeNow([c], t0)).toBeNull()
+    const refused = await store.consume([c], t0 + 1)
+    expect(refused.allowed).toBe(false)
+    const admin = client()
+    const before = await evalCalls(admin)
+    const now = store.consumeNow([c], t0 + 2)
+    expect(now).not.toBeInstanceOf(Promise)
+    expect(now?.allowed).toBe(false)
+    expect(now?.windows[0]!.retryAtMs).toBe(refused.windows[0]!.retryAtMs)
+    if (!process.env.REDIS_URL) expect(await evalCalls(admin)).toBe(before)
+    // Past its retry time the window is the store's again.
+    expect(store.consumeNow([c], refused.windows[0]!.retryAtMs)).toBeNull()
+    // A window of another key is not answered from another key's entry.
+    expect(store.consumeNow([charge(2, 60_000, 'other')], t0 + 2)).toBeNull()
+  })
+
   it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
     const prefix = `${db.redis.prefix}mirror:`
     const a = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
