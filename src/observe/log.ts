@@ -1,4 +1,5 @@
 import pino, { type Logger } from 'pino'
+import { LineBatch } from './line-batch.js'
 
 export type { Logger }
 
@@ -21,15 +22,20 @@ export function createLogger(
           : { service: 'basegate', worker: opts.worker },
       formatters: { level: (label) => ({ level: label }) },
     },
-    // Worker processes share stdout: a write of at most PIPE_BUF bytes (4096 on Linux) to a
-    // pipe is atomic, and the buffer holds whole lines, so lines of two workers never mix.
-    opts.destination ??
-      pino.destination({
-        dest: 1,
-        sync: false,
-        ...(opts.worker === undefined ? {} : { maxWrite: PIPE_BUF }),
-      })
+    opts.destination ?? stdoutLines(opts.worker !== undefined)
   )
 }
 
 const PIPE_BUF = 4096
+/** SonicBoom's own largest write. */
+const MAX_WRITE = 16 * 1024
+
+/**
+ * stdout, asynchronously, a turn's lines at a time (line-batch.ts). Worker processes share
+ * stdout: a write of at most PIPE_BUF bytes (4096 on Linux) to a pipe is atomic, and both the
+ * batch and SonicBoom's buffer hold whole lines, so lines of two workers never mix.
+ */
+function stdoutLines(worker: boolean): LineBatch {
+  const maxWrite = worker ? PIPE_BUF : MAX_WRITE
+  return new LineBatch(pino.destination({ dest: 1, sync: false, maxWrite }), maxWrite)
+}
