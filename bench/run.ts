@@ -24,6 +24,9 @@ import { compileSnapshot } from '../src/config/snapshot.js'
 //   BENCH_CONNS     concurrent connections (default 50)
 //   BENCH_ONLY      scenarios to run, comma-separated (e.g. append); the table then goes to
 //                   bench/results-<names>.md, leaving the full run's results.md alone
+//   BENCH_PIN       1 (the default with two cores or more and taskset): the load generator
+//                   alone on core 0, every server (gateways, peers, upstream, Redis) on the
+//                   others, so the load does not take CPU from what it measures; 0: unpinned
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const DIST = join(ROOT, 'dist')
@@ -33,6 +36,17 @@ const CONNS = Number(process.env.BENCH_CONNS ?? 50)
 const ONLY = process.env.BENCH_ONLY?.split(',').filter((x) => x !== '')
 const WORK = mkdtempSync(join(tmpdir(), 'basegate-bench-'))
 const children: ChildProcess[] = []
+const CORES = availableParallelism()
+const PIN =
+  (process.env.BENCH_PIN ?? (CORES >= 2 ? '1' : '0')) === '1' &&
+  spawnSync('taskset', ['-V']).error === undefined
+/** Where the servers run when pinned: every core but the load generator's. */
+const SERVER_CORES = `1-${CORES - 1}`
+
+/** A command, on the servers' cores when pinned. */
+function pinned(cmd: string, args: string[]): [string, string[]] {
+  return PIN ? ['taskset', ['-c', SERVER_CORES, cmd, ...args]] : [cmd, args]
+}
 
 interface Sample {
   /** CPU time the target's process spent per request (user + system), in microseconds. */
@@ -59,7 +73,8 @@ async function freePort(): Promise<number> {
 }
 
 function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
-  const child = spawn(cmd, args, {
+  // taskset execs the command: the child's pid is the server's own (its CPU is read by pid).
+  const child = spawn(...pinned(cmd, args), {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
@@ -76,7 +91,8 @@ function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promis
     }
     child.stdout!.on('data', onData)
     child.on('exit', (code) => reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`)))
-    setTimeout(() => reject(new Error(`${cmd} did not start`)), 15_000).unref()
+    // Generous: under pinning a dozen servers boot on one core of a slow machine.
+    setTimeout(() => reject(new Error(`${cmd} ${args.join(' ')} did not start`)), 90_000).unref()
   })
 }
 
@@ -164,14 +180,11 @@ async function measure(
   const cpuBefore = cpuSeconds(pid)
   let rps: number, p50: number, p99: number, requests: number, non2xx: number
   if (useWrk) {
-    const out = execFileSync(
-      'wrk',
-      ['-t1', `-c${CONNS}`, `-d${seconds}s`, '--latency', '-s', script, url],
-      {
-        encoding: 'utf8',
-        timeout: (seconds + 30) * 1000,
-      }
-    )
+    const wrk = ['wrk', '-t1', `-c${CONNS}`, `-d${seconds}s`, '--latency', '-s', script, url]
+    const out = execFileSync(PIN ? 'taskset' : 'wrk', PIN ? ['-c', '0', ...wrk] : wrk.slice(1), {
+      encoding: 'utf8',
+      timeout: (seconds + 30) * 1000,
+    })
     rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1])
     p50 = toMs(/ 50%\s+(\S+)/.exec(out)![1]!)
     p99 = toMs(/ 99%\s+(\S+)/.exec(out)![1]!)
@@ -571,9 +584,19 @@ async function main(): Promise<void> {
   }
   const useWrk = ensureWrk()
   const redisPort = await freePort()
+  // The bench's own process is the fixed-rate load generator (autocannon): on core 0 too.
+  if (PIN) spawnSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' })
   const redisChild = spawn(
-    'redis-server',
-    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ...pinned('redis-server', [
+      '--port',
+      String(redisPort),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+    ]),
     { stdio: 'ignore' }
   )
   children.push(redisChild)
@@ -665,8 +688,30 @@ async function main(): Promise<void> {
         'pipelined',
       ]),
     ]
+    // Issue #26: the one-trip floor (node:http + one EVALSHA) and, for the flood, a bare 429.
+    const floorPort = await freePort()
+    const floor = await start(process.execPath, [
+      join(DIST, 'bench/floor.js'),
+      String(floorPort),
+      upstream,
+      redisUrl,
+      String(sc.max),
+    ])
+    procs.push(floor)
+    const barePort = await freePort()
+    const bare =
+      sc.name === 'flood'
+        ? await start(process.execPath, [join(DIST, 'bench/bare429.js'), String(barePort)])
+        : undefined
+    if (bare) procs.push(bare)
     // Variants of the same gateway, each on its own port and key prefix (issue #14).
-    const variant = async (name: string, head: string, storeExtra: string, main?: string) => {
+    const variant = async (
+      name: string,
+      head: string,
+      storeExtra: string,
+      main?: string,
+      env: NodeJS.ProcessEnv = {}
+    ) => {
       const port = await freePort()
       const file = join(WORK, `${sc.name}-${name}.yaml`)
       writeFileSync(
@@ -679,11 +724,11 @@ async function main(): Promise<void> {
               `prefix: "bench-${name}-${sc.name}:"${storeExtra}`
             )
       )
-      const proc = await start(process.execPath, [
-        main ?? join(DIST, 'src/main.js'),
-        '--config',
-        file,
-      ])
+      const proc = await start(
+        process.execPath,
+        [main ?? join(DIST, 'src/main.js'), '--config', file],
+        env
+      )
       procs.push(proc)
       return { port, proc }
     }
@@ -701,6 +746,12 @@ async function main(): Promise<void> {
     const ietf = process.env.BENCH_IETF
       ? await variant('ietf', 'header_style: both\n', '')
       : undefined
+    // Issue #26 (flood): the same gateway writing no request lines (LOG_LEVEL=error): what a
+    // refusal's line costs, and so the most that folding refusal lines could win.
+    const quiet =
+      sc.name === 'flood'
+        ? await variant('quiet', '', '', undefined, { LOG_LEVEL: 'error' })
+        : undefined
     if (sc.withHono)
       procs.push(
         await start(process.execPath, [
@@ -714,14 +765,17 @@ async function main(): Promise<void> {
       { name: 'basegate', url: `http://127.0.0.1:${gwPort}`, pid: procs[0]!.pid },
       { name: 'peer', url: `http://127.0.0.1:${peerPort}`, pid: procs[1]!.pid },
       { name: 'peer-pipelined', url: `http://127.0.0.1:${peer2Port}`, pid: procs[2]!.pid },
+      { name: 'floor', url: `http://127.0.0.1:${floorPort}`, pid: floor.pid },
     ]
-    const cores = availableParallelism()
+    if (bare) targets.push({ name: 'bare-429', url: `http://127.0.0.1:${barePort}`, pid: bare.pid })
+    const cores = CORES
     const rows: [string, { port: number; proc: ChildProcess } | undefined][] = [
       [`basegate-workers-${cores}`, workers],
       ['basegate-leases', leases],
       [`basegate-workers-${cores}-leases`, both],
       ['basegate-baseline', base],
       ['basegate-header-both', ietf],
+      ['basegate-no-request-lines', quiet],
     ]
     for (const [name, v] of rows) {
       if (v) targets.push({ name, url: `http://127.0.0.1:${v.port}`, pid: v.proc.pid })
@@ -777,8 +831,8 @@ async function main(): Promise<void> {
       }
     }
     if (sc.name === 'rotating') {
-      // Half the peer's maximum rate, every gateway row, interleaved (medians of the rounds).
-      const rate = Math.round(median(samples.peer!.map((x) => x.rps)) / 2)
+      // Half of basegate's own maximum rate (issue #26), every row, interleaved (medians).
+      const rate = Math.round(median(samples.basegate!.map((x) => x.rps)) / 2)
       const at: Record<string, { p50: number[]; p99: number[]; rps: number[] }> = {}
       for (let round = 0; round < ROUNDS; round++) {
         for (const t of targets.filter((t) => t.name !== 'basegate-hono')) {
@@ -810,26 +864,34 @@ async function main(): Promise<void> {
     const r = results[sc.name]
     if (!r) continue
     lines.push(`## ${sc.name}: ${sc.title}`, '')
+    const bare = r['bare-429']
     lines.push(
-      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs peer-pipelined | vs basegate | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) | Redis µs/req (scripts) |'
+      '| target | req/s | p50 ms | p99 ms | vs direct | vs peer | vs floor | vs basegate |' +
+        (bare ? ' vs bare-429 |' : '') +
+        ' p99 vs floor | non-2xx | CPU µs/req (its process) | EVALSHA/req | Redis cmds/req (incl. in-script) | Redis µs/req (scripts) |'
     )
     lines.push(
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |' +
+        (bare ? ' ---: |' : '') +
+        ' ---: | ---: | ---: | ---: | ---: | ---: |'
     )
+    const ratio = (a: number, b: number | undefined) => (b ? (a / b).toFixed(2) : '')
     for (const [name, s] of Object.entries(r)) {
       lines.push(
-        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${(s.rps / r.direct!.rps).toFixed(2)} | ${(s.rps / r.peer!.rps).toFixed(2)} | ${(s.rps / r['peer-pipelined']!.rps).toFixed(2)} | ${(s.rps / r.basegate!.rps).toFixed(2)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} | ${s.redisUsPerReq.toFixed(2)} |`
+        `| ${name} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(2)} | ${s.p99.toFixed(2)} | ${ratio(s.rps, r.direct?.rps)} | ${ratio(s.rps, r.peer?.rps)} | ${ratio(s.rps, r.floor?.rps)} | ${ratio(s.rps, r.basegate?.rps)} |` +
+          (bare ? ` ${ratio(s.rps, bare.rps)} |` : '') +
+          ` ${ratio(s.p99, r.floor?.p99)} | ${s.non2xx} | ${s.cpuUsPerReq.toFixed(1)} | ${s.evalPerReq.toFixed(3)} | ${s.cmdsPerReq.toFixed(2)} | ${s.redisUsPerReq.toFixed(2)} |`
       )
     }
     lines.push('')
   }
   lines.push(
-    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`; `basegate-header-both` (BENCH_IETF=1) the same with `header_style: both`.'
+    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining, as basegate uses; `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`; `basegate-header-both` (BENCH_IETF=1) the same with `header_style: both`; `floor` is node:http with one EVALSHA per call (a fixed window per base) and a keep-alive pool, no log or metrics: the one-trip floor; `basegate-no-request-lines` (flood) is basegate with LOG_LEVEL=error, writing no request line: the cost of a refusal’s line; `bare-429` (flood) is a node:http server that answers every call with an empty 429, the limit of a Node process that only refuses.'
   )
   if (halfRate) {
     lines.push(
       '',
-      `## rotating at half the peer's maximum rate (${halfRate.rate} req/s, autocannon at a fixed rate, ${CONNS} connections, corrected for coordinated omission; medians of ${ROUNDS} rounds)`,
+      `## rotating at half of basegate's maximum rate (${halfRate.rate} req/s, autocannon at a fixed rate, ${CONNS} connections, corrected for coordinated omission; medians of ${ROUNDS} rounds)`,
       '',
       '| target | req/s sent | p50 ms | p99 ms |',
       '| --- | ---: | ---: | ---: |'
