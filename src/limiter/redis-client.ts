@@ -22,8 +22,9 @@ export function redisClient(
     enableOfflineQueue: opts.offlineQueue ?? false,
     // Reconnect within half a second of Redis coming back (ioredis backs off to 2 s).
     retryStrategy: (times: number) => Math.min(times * 50, 500),
-    // Requests arriving in the same tick share one write to Redis.
-    enableAutoPipelining: true,
+    // The store writes a turn's check scripts as one pipeline itself (redis-store.ts
+    // writeChecks): auto-pipelining held a turn's calls while the batch before was unanswered.
+    enableAutoPipelining: false,
   }
   let client: Redis | Cluster
   if (s.cluster.length > 0) {

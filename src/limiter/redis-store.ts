@@ -13,6 +13,7 @@ import {
 import { systemClock, type Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
+import { TurnBatch } from './turn-batch.js'
 
 const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
 const PRELUDE = lua('prelude')
@@ -23,6 +24,30 @@ const GIVE_BACK = PRELUDE + lua('give-back')
 type ScriptClient = (Redis | Cluster) & {
   basegateCheck(numKeys: number, ...args: (string | number)[]): Promise<number[]>
   basegateGiveBack(numKeys: number, ...args: (string | number)[]): Promise<number[]>
+}
+/** A pipeline of a ScriptClient: the scripts queue, exec() sends them in one write. */
+interface ScriptPipeline {
+  basegateCheck(numKeys: number, ...args: (string | number)[]): unknown
+  exec(): Promise<[Error | null, unknown][] | null>
+}
+
+/** check.lua's argument that holds the deadline (see check()). */
+const DEADLINE_ARG = 2
+
+/** A check-script call waiting for the end of its turn (see writeChecks). */
+interface QueuedCheck {
+  keys: string[]
+  argv: (string | number)[]
+  /** Whether argv[DEADLINE_ARG] gets the store-clock deadline when the call is written. */
+  deadline: boolean
+  resolve(answer: Written): void
+  reject(err: unknown): void
+}
+
+/** A check's answer, and when (this process's clock) it was written to the store. */
+interface Written {
+  raw: number[]
+  sentMs: number
 }
 
 export interface RedisStoreOptions {
@@ -49,6 +74,7 @@ export class RedisStore implements LimiterStore {
   private offsetAtMs = 0
   private offsetKnown = false
   private readonly clock: Clock
+  private readonly checks = new TurnBatch<QueuedCheck>((calls) => this.writeChecks(calls))
 
   constructor(
     client: Redis | Cluster,
@@ -238,23 +264,20 @@ export class RedisStore implements LimiterStore {
     if (n === 0) return admitNothing(nowMs)
     const { keys, overrideAt } = this.keysOf(charges)
     const callerNow = this.bucketTimeArg(nowMs)
-    if (!opts.peek && callerNow === 0 && this.opts.timeoutMs) await this.ensureOffset()
-    const sentMs = this.clock.now()
+    const deadline = !opts.peek && callerNow === 0 && Boolean(this.opts.timeoutMs)
+    if (deadline) await this.ensureOffset()
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
-    // script compares this deadline with its own clock. The client's timer starts when the
-    // command is written, a little after sentMs, so the script gives up no later than it.
-    const deadline =
-      !opts.peek && callerNow === 0 && this.offsetKnown && this.opts.timeoutMs
-        ? this.storeNowMs(sentMs) + this.opts.timeoutMs
-        : 0
-    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, deadline, callerNow]
+    // script compares a deadline (argument DEADLINE_ARG, 0: none) with its own clock. It is set
+    // when the call is written, when the caller's timer starts too, so the script gives up no
+    // later than the caller.
+    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0, callerNow]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
       const endMs = c.kind === 'monthly' ? c.endMs : 0
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
       argv.push(c.limit, windowMsOf(c), endMs, overrideAt[i]!, shadow, opts.asks?.[i] ?? 0)
     }
-    const raw = await this.call('basegateCheck', keys, argv)
+    const { raw, sentMs } = await this.runCheck(keys, argv, deadline)
     const decisionNow = raw[1]!
     const storeNow = raw[2]!
     this.learnOffset(storeNow, sentMs)
@@ -267,6 +290,58 @@ export class RedisStore implements LimiterStore {
       windows[i] = w
     }
     return { allowed: raw[0] === 1, windows, nowMs: decisionNow, storeMs: storeNow }
+  }
+
+  /**
+   * check.lua, written with the other checks of this turn as one pipeline. On a Cluster a call
+   * goes alone and at once: a pipeline must stay within one slot.
+   */
+  private runCheck(keys: string[], argv: (string | number)[], deadline: boolean): Promise<Written> {
+    if (this.opts.cluster) {
+      const sentMs = this.clock.now()
+      if (deadline) argv[DEADLINE_ARG] = this.deadlineAt(sentMs)
+      return this.call('basegateCheck', keys, argv).then((raw) => ({ raw, sentMs }))
+    }
+    return new Promise((resolve, reject) =>
+      this.checks.add({ keys, argv, deadline, resolve, reject })
+    )
+  }
+
+  /**
+   * One turn's checks, in one write (issue #22, SPEC §3). ioredis's auto-pipelining batched them
+   * too, but held a turn's calls while the batch before was unanswered: under load they waited
+   * there behind this process's own late read of the earlier answers, reached Redis past their
+   * deadline, and a store that answered every call in time sent an instance to its fallback
+   * (one run in four of test/e2e/store-load.test.ts; none in fourteen without the wait). A
+   * batch here goes at once however many are unanswered, and its deadline and timeout start
+   * now, when it is written.
+   */
+  private writeChecks(calls: QueuedCheck[]): void {
+    const sentMs = this.clock.now()
+    const deadline = this.deadlineAt(sentMs)
+    const pipeline = this.client.pipeline() as unknown as ScriptPipeline
+    for (const c of calls) {
+      if (c.deadline) c.argv[DEADLINE_ARG] = deadline
+      pipeline.basegateCheck(c.keys.length, ...c.keys, ...c.argv)
+    }
+    this.timed(pipeline.exec()).then(
+      (results) => {
+        for (let i = 0; i < calls.length; i++) {
+          const [err, raw] = results?.[i] ?? [new Error('no answer in the pipeline'), null]
+          if (err) calls[i]!.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
+          else calls[i]!.resolve({ raw: raw as number[], sentMs })
+        }
+      },
+      (err: unknown) => {
+        for (const c of calls) c.reject(err)
+      }
+    )
+  }
+
+  /** The script's deadline for a call written at sentMs: 0 (none) until the offset is known. */
+  private deadlineAt(sentMs: number): number {
+    const ms = this.opts.timeoutMs
+    return this.offsetKnown && ms ? this.storeNowMs(sentMs) + ms : 0
   }
 
   /** give-back.lua on one slot's windows; see its header for the arguments. */

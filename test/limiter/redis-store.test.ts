@@ -256,6 +256,43 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
     }
   })
 
+  // Under load (test/e2e/store-load.test.ts) a call asked while the turn's batch before was
+  // unanswered waited in ioredis's auto-pipeline for this process to read that answer, and
+  // reached Redis past a deadline taken when it was asked: one run in four sent an instance to
+  // its fallback. A call's deadline starts when it is written, and no batch waits for another.
+  it('calls asked while an earlier one is unanswered, then the loop busy past the timeout: both answered', async () => {
+    const { redisClient } = await import('../../src/limiter/redis-client.js')
+    const client = redisClient({
+      url: db.redis.url,
+      cluster: [],
+      prefix: 'x:',
+      timeoutMs: 50,
+      onError: 'open',
+      leases: false,
+    })
+    const store = new RedisStore(client, { prefix: `${db.redis.prefix}held:`, timeoutMs: 50 })
+    const turn = () => new Promise((r) => setImmediate(r))
+    try {
+      await new Promise((r) => client.once('ready', r))
+      const c = charge(1000)
+      await store.consume([c], Date.now()) // the store clock's offset known
+      for (let i = 0; i < 3; i++) {
+        const first = store.consume([c], Date.now())
+        await turn() // the first is written; its answer has not been read
+        const second = store.consume([c], Date.now())
+        for (let m = 0; m < 10; m++) await Promise.resolve() // the second is asked of the client
+        const until = Date.now() + 200
+        while (Date.now() < until) {
+          /* the loop is busy: the first's answer waits in the socket, the second is not written */
+        }
+        await expect(first).resolves.toMatchObject({ allowed: true })
+        await expect(second).resolves.toMatchObject({ allowed: true })
+      }
+    } finally {
+      client.disconnect()
+    }
+  })
+
   it('a store that does not answer still fails within about the timeout', async () => {
     const { answerWithin } = await import('../../src/limiter/redis-store.js')
     const t0 = performance.now()
