@@ -1,6 +1,6 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { availableParallelism, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -72,7 +72,12 @@ async function freePort(): Promise<number> {
   })
 }
 
-function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
+function start(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  port?: number
+): Promise<ChildProcess> {
   // taskset execs the command: the child's pid is the server's own (its CPU is read by pid).
   const child = spawn(...pinned(cmd, args), {
     env: { ...process.env, ...env },
@@ -81,19 +86,36 @@ function start(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promis
   children.push(child)
   return new Promise((resolve, reject) => {
     let buf = ''
+    const ready = () => {
+      child.stdout!.off('data', onData)
+      child.stdout!.resume() // discard the rest (the gateway's request log lines)
+      resolve(child)
+    }
     const onData = (d: Buffer) => {
       buf += d.toString()
-      if (buf.includes('listening')) {
-        child.stdout!.off('data', onData)
-        child.stdout!.resume() // discard the rest (the gateway's request log lines)
-        resolve(child)
-      }
+      if (buf.includes('listening')) ready()
     }
     child.stdout!.on('data', onData)
+    // A server that logs nothing at its level (LOG_LEVEL=error) is up when its port accepts.
+    if (port !== undefined) void whenAccepting(port, child).then(ready, () => {})
     child.on('exit', (code) => reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`)))
     // Generous: under pinning a dozen servers boot on one core of a slow machine.
     setTimeout(() => reject(new Error(`${cmd} ${args.join(' ')} did not start`)), 90_000).unref()
   })
+}
+
+/** Resolves once `port` accepts a connection, polling while `child` runs. */
+async function whenAccepting(port: number, child: ChildProcess): Promise<void> {
+  while (child.exitCode === null && child.signalCode === null) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1')
+      s.once('connect', () => (s.destroy(), resolve(true)))
+      s.once('error', () => resolve(false))
+    })
+    if (ok) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error('exited')
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -727,7 +749,8 @@ async function main(): Promise<void> {
       const proc = await start(
         process.execPath,
         [main ?? join(DIST, 'src/main.js'), '--config', file],
-        env
+        env,
+        env.LOG_LEVEL === undefined ? undefined : port
       )
       procs.push(proc)
       return { port, proc }
