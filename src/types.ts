@@ -272,18 +272,21 @@ export interface GiveBack {
 }
 
 /**
- * Where counters live. Over the limit is a return value; only a store failure throws
+ * Where counters live. Over the limit is a return value; only a store failure rejects
  * (a StoreError).
  */
 export interface LimiterStore {
-  /** Checks every window and charges all of them, or none when one refuses. */
-  consume(charges: readonly Charge[], nowMs: number, opts?: ConsumeOptions): Promise<Decision>
   /**
-   * The same decision when this process can make it without I/O (a window its over-limit
-   * cache knows is full, a local store), else null: then the caller calls consume(). Issue
-   * #26: a flood's refusals take no promise and no event-loop turn.
+   * Checks every window and charges all of them, or none when one refuses. A decision this
+   * process makes without I/O (a window its over-limit cache knows is full, a lease share, a
+   * local store) comes back as is, not in a promise (issue #26: a flood's refusals take no
+   * promise and no event-loop turn). A failure is always a rejection, never a throw.
    */
-  consumeNow?(charges: readonly Charge[], nowMs: number): Decision | null
+  consume(
+    charges: readonly Charge[],
+    nowMs: number,
+    opts?: ConsumeOptions
+  ): Decision | Promise<Decision>
   /** The windows' state now, changing nothing (`allowed`: whether a call would be admitted). */
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision>
   /**

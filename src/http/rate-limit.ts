@@ -84,11 +84,10 @@ export function admit(
     }
   }
   const started = performance.now()
-  const now = store.consumeNow?.(charges, nowMs) ?? null
-  if (now !== null) return admissionOf(snapshot, classification, clientIp, now, started)
-  return store
-    .consume(charges, nowMs)
-    .then((decision) => admissionOf(snapshot, classification, clientIp, decision, started))
+  const decided = store.consume(charges, nowMs)
+  if (!(decided instanceof Promise))
+    return admissionOf(snapshot, classification, clientIp, decided, started)
+  return decided.then((d) => admissionOf(snapshot, classification, clientIp, d, started))
 }
 
 /** What a decision makes of the call: its headers, its refusal, its month. */

@@ -63,10 +63,14 @@ export class GuardedStore implements LimiterStore {
   }
 
   /**
-   * A refusal from the over-limit cache, or the local limiter's answer while the store is down
-   * between probes: decisions that need no store call. Null: ask consume().
+   * A refusal from the over-limit cache, and the local limiter's answer while the store is
+   * down between probes, are answered now (no store call, no promise); the rest ask the store.
    */
-  consumeNow(charges: readonly Charge[], nowMs: number): Decision | null {
+  consume(
+    charges: readonly Charge[],
+    nowMs: number,
+    opts?: ConsumeOptions
+  ): Decision | Promise<Decision> {
     const cached = this.overLimit?.check(charges, nowMs) ?? null
     if (cached !== null) {
       this.cachedRefusals++
@@ -74,16 +78,14 @@ export class GuardedStore implements LimiterStore {
       return cached
     }
     if (this.down && Date.now() < this.nextProbeMs) return this.unanswered(charges, nowMs, null)
-    return null
+    return this.ask(charges, nowMs, opts)
   }
 
-  async consume(
+  private async ask(
     charges: readonly Charge[],
     nowMs: number,
     opts?: ConsumeOptions
   ): Promise<Decision> {
-    const now = this.consumeNow(charges, nowMs)
-    if (now !== null) return now
     if (this.down) this.nextProbeMs = Date.now() + this.probeEveryMs
     const started = performance.now()
     try {
@@ -103,8 +105,13 @@ export class GuardedStore implements LimiterStore {
   }
 
   /** A call the store did not answer: the local limiter (open) or the error (closed). */
-  private unanswered(charges: readonly Charge[], nowMs: number, err: StoreError | null): Decision {
-    if (this.opts.onError === 'closed') throw err ?? new StoreError('the store is down')
+  private unanswered(
+    charges: readonly Charge[],
+    nowMs: number,
+    err: StoreError | null
+  ): Decision | Promise<never> {
+    if (this.opts.onError === 'closed')
+      return Promise.reject(err ?? new StoreError('the store is down'))
     this.opts.observe?.fallback()
     return this.fallback.consumeSync(charges, nowMs)
   }

@@ -145,20 +145,17 @@ export class LeasingStore implements LimiterStore {
   }
 
   /**
-   * A call no share can serve (a small limit, a monthly window) is the inner store's to answer
-   * now, when it can; one that shares might serve goes through consume().
+   * A call no share can serve (a small limit, a monthly window) is the inner store's; one a
+   * share held here serves is answered now, with no promise; the rest ask the store.
    */
-  consumeNow(charges: readonly Charge[], nowMs: number): Decision | null {
-    if (this.closed || !this.leasable(charges))
-      return this.inner.consumeNow?.(charges, nowMs) ?? null
-    return null
-  }
-
-  async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
+  consume(charges: readonly Charge[], nowMs: number): Decision | Promise<Decision> {
     if (this.closed || !this.leasable(charges)) return this.inner.consume(charges, nowMs)
     this.count(charges, nowMs)
-    const local = this.takeLocal(charges, nowMs)
-    if (local !== null) return local
+    return this.takeLocal(charges, nowMs) ?? this.fromStore(charges, nowMs)
+  }
+
+  /** A leasable call no share here could serve: after a grant on its way, or from the store. */
+  private async fromStore(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     const pending = this.pendingFor(charges)
     if (pending !== null) {
       await pending
@@ -170,7 +167,7 @@ export class LeasingStore implements LimiterStore {
     const asks = this.asksFor(charges)
     if (asks === null) return this.refusedOrLocal(charges, await this.inner.consume(charges, nowMs))
     const askedMono = this.clock.monotonic()
-    const call = this.inner.consume(charges, nowMs, { asks })
+    const call = Promise.resolve(this.inner.consume(charges, nowMs, { asks }))
     const settled = call.then(
       () => undefined,
       () => undefined

@@ -30,12 +30,8 @@ export class MemoryStore implements LimiterStore {
   private readonly entries = new Map<string, Entry>()
   private nextSweepMs = 0
 
-  async consume(charges: readonly Charge[], nowMs: number): Promise<Decision> {
-    return this.consumeSync(charges, nowMs)
-  }
-
   /** Every decision is local: always answered now. */
-  consumeNow(charges: readonly Charge[], nowMs: number): Decision {
+  consume(charges: readonly Charge[], nowMs: number): Decision {
     return this.consumeSync(charges, nowMs)
   }
 

@@ -7,6 +7,7 @@ import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, startRedis, useRedis } from '../helpers/redis.js'
 import { charge } from './store-contract.js'
+import type { Decision } from '../../src/types.js'
 
 const db = useRedis()
 const client = () => db.client()
@@ -36,7 +37,7 @@ describe('over-limit cache', () => {
     expect((await store.consume([c], first.windows[0]!.retryAtMs)).allowed).toBe(true)
   })
 
-  it('consumeNow: a known-full window is refused at once, with no store call; anything else is null (issue #26)', async () => {
+  it('a known-full window is refused at once, not in a promise, with no store call; anything else asks the store (issue #26)', async () => {
     const prefix = `${db.redis.prefix}now:`
     const store = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
       onError: 'open',
@@ -45,23 +46,30 @@ describe('over-limit cache', () => {
     const c = charge(2)
     const t0 = Date.now()
     // Nothing known yet: the store must be asked.
-    expect(store.consumeNow([c], t0)).toBeNull()
-    await store.consume([c], t0)
-    await store.consume([c], t0)
-    expect(store.consumeNow([c], t0)).toBeNull()
-    const refused = await store.consume([c], t0 + 1)
+    for (let i = 0; i < 2; i++) {
+      const asked = store.consume([c], t0)
+      expect(asked).toBeInstanceOf(Promise)
+      expect((await asked).allowed).toBe(true)
+    }
+    const refusing = store.consume([c], t0 + 1)
+    expect(refusing).toBeInstanceOf(Promise)
+    const refused = await refusing
     expect(refused.allowed).toBe(false)
     const admin = client()
     const before = await evalCalls(admin)
-    const now = store.consumeNow([c], t0 + 2)
+    const now = store.consume([c], t0 + 2)
     expect(now).not.toBeInstanceOf(Promise)
-    expect(now?.allowed).toBe(false)
-    expect(now?.windows[0]!.retryAtMs).toBe(refused.windows[0]!.retryAtMs)
+    expect((now as Decision).allowed).toBe(false)
+    expect((now as Decision).windows[0]!.retryAtMs).toBe(refused.windows[0]!.retryAtMs)
     if (!process.env.REDIS_URL) expect(await evalCalls(admin)).toBe(before)
     // Past its retry time the window is the store's again.
-    expect(store.consumeNow([c], refused.windows[0]!.retryAtMs)).toBeNull()
+    const later = store.consume([c], refused.windows[0]!.retryAtMs)
+    expect(later).toBeInstanceOf(Promise)
+    await later
     // A window of another key is not answered from another key's entry.
-    expect(store.consumeNow([charge(2, 60_000, 'other')], t0 + 2)).toBeNull()
+    const other = store.consume([charge(2, 60_000, 'other')], t0 + 2)
+    expect(other).toBeInstanceOf(Promise)
+    await other
   })
 
   it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
