@@ -118,9 +118,9 @@ export function createGate(deps: GateDeps): Gate {
     }
     const method = req.method ?? 'GET'
     if (!(admitted instanceof Promise))
-      return windowsSaid(deps, { method, path, query, snapshot }, admitted)
+      return windowsSaid(deps, method, path, query, snapshot, admitted)
     return admitted.then(
-      (a) => windowsSaid(deps, { method, path, query, snapshot }, a),
+      (a) => windowsSaid(deps, method, path, query, snapshot, a),
       (err: unknown) => storeDown(err, path)
     )
   }
@@ -129,11 +129,14 @@ export function createGate(deps: GateDeps): Gate {
 /** What the windows said: a 429, or on to the change history. */
 function windowsSaid(
   deps: GateDeps,
-  call: { method: string; path: string; query: string; snapshot: Snapshot },
+  method: string,
+  path: string,
+  query: string,
+  snapshot: Snapshot,
   admission: Admission
 ): GateResult {
   const { refused, shadowRules } = admission
-  const enforce = call.snapshot.config.mode === 'enforce'
+  const enforce = snapshot.config.mode === 'enforce'
   let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
   if (refused !== null) {
     if (enforce) {
@@ -141,12 +144,12 @@ function windowsSaid(
         kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited',
       }
       const headers = admission.headers
-      return refuse(429, null, outcome, { path: call.path, admission, headers })
+      return refuse(429, null, outcome, { path, admission, headers })
     }
     // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
     dryRun = { ...dryRun, refusal: refused }
   }
-  return historyStep(deps, { ...call, admission, enforce }, dryRun)
+  return historyStep(deps, { method, path, query, snapshot, admission, enforce }, dryRun)
 }
 
 /**

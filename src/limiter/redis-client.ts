@@ -42,7 +42,6 @@ export function redisClient(
       enableOfflineQueue: opts.offlineQueue ?? false,
       redisOptions: {
         ...options,
-        enableAutoPipelining: false,
         password: first.password ? decodeURIComponent(first.password) : undefined,
         username: first.username ? decodeURIComponent(first.username) : undefined,
         tls: first.protocol === 'rediss:' ? {} : undefined,

@@ -31,17 +31,25 @@ function metric<L extends string, M>(
     labelNames: readonly L[]
     registers: Registry[]
     aggregator: Aggregator
+    collect?: () => void
   }) => M,
   registry: Registry,
   name: string,
   help: string,
   labelNames: readonly L[],
-  aggregator: Aggregator
+  aggregator: Aggregator,
+  collect?: () => void
 ): M {
-  return new Kind({ name, help, labelNames, registers: [registry], aggregator })
+  return new Kind({ name, help, labelNames, registers: [registry], aggregator, collect })
 }
-const counter = <L extends string>(r: Registry, name: string, help: string, labels: readonly L[]) =>
-  metric<L, Counter<L>>(Counter, r, name, help, labels, 'sum')
+/** `collect` runs before each read of the counter (a scrape, a worker's report). */
+const counter = <L extends string>(
+  r: Registry,
+  name: string,
+  help: string,
+  labels: readonly L[],
+  collect?: () => void
+) => metric<L, Counter<L>>(Counter, r, name, help, labels, 'sum', collect)
 /**
  * Gauges here are states every process reports alike (a team's usage read from the store, the
  * version in force), so across worker processes they merge by max (min for "last reload ok").
@@ -61,30 +69,28 @@ export class Metrics {
   // a labelled child's inc() hashes its labels on every call (issue #26: 2–3 % of a refusal).
   private readonly pendingRequests = new Map<string, Map<string, number>>()
   private readonly pendingRefusals = new Map<RefusalReason, number>()
-  readonly requests: Counter<'class' | 'outcome'> = new Counter({
-    name: 'basegate_requests_total',
-    help: 'Requests by class and outcome',
-    labelNames: ['class', 'outcome'] as const,
-    registers: [this.registry],
-    aggregator: 'sum',
-    collect: () => {
+  readonly requests: Counter<'class' | 'outcome'> = counter(
+    this.registry,
+    'basegate_requests_total',
+    'Requests by class and outcome',
+    ['class', 'outcome'] as const,
+    () => {
       for (const [cls, byOutcome] of this.pendingRequests) {
         for (const [outcome, n] of byOutcome) this.requests.inc({ class: cls, outcome }, n)
       }
       this.pendingRequests.clear()
-    },
-  })
-  readonly refusals: Counter<'reason'> = new Counter({
-    name: 'basegate_refusals_total',
-    help: 'Refusals by reason (dry_run: would have been refused, forwarded)',
-    labelNames: ['reason'] as const,
-    registers: [this.registry],
-    aggregator: 'sum',
-    collect: () => {
+    }
+  )
+  readonly refusals: Counter<'reason'> = counter(
+    this.registry,
+    'basegate_refusals_total',
+    'Refusals by reason (dry_run: would have been refused, forwarded)',
+    ['reason'] as const,
+    () => {
       for (const [reason, n] of this.pendingRefusals) this.refusals.inc({ reason }, n)
       this.pendingRefusals.clear()
-    },
-  })
+    }
+  )
   readonly storeDuration = new Histogram({
     name: 'basegate_store_duration_seconds',
     help: 'Duration of one rate-limit store call',

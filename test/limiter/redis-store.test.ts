@@ -228,7 +228,8 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 // before the poll phase read the reply Redis had sent in microseconds, so load alone counted
 // store failures and sent instances to their fallback.
 describe('RedisStore: a reply sent in time is never a timeout of a late event loop', () => {
-  it('the loop busy for 4 × the timeout while Redis answers: the call is answered, not failed', async () => {
+  /** The gateway's own client and a store with a 50 ms timeout, connected. */
+  async function timedStore(prefix: string) {
     const { redisClient } = await import('../../src/limiter/redis-client.js')
     const client = redisClient({
       url: db.redis.url,
@@ -238,9 +239,14 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
       onError: 'open',
       leases: false,
     })
-    const store = new RedisStore(client, { prefix: `${db.redis.prefix}late:`, timeoutMs: 50 })
+    const store = new RedisStore(client, { prefix: `${db.redis.prefix}${prefix}`, timeoutMs: 50 })
+    await new Promise((r) => client.once('ready', r))
+    return { client, store }
+  }
+
+  it('the loop busy for 4 × the timeout while Redis answers: the call is answered, not failed', async () => {
+    const { client, store } = await timedStore('late:')
     try {
-      await new Promise((r) => client.once('ready', r))
       const c = charge(1000)
       await store.consume([c], Date.now()) // the store clock's offset known
       for (let i = 0; i < 5; i++) {
@@ -261,19 +267,9 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
   // reached Redis past a deadline taken when it was asked: one run in four sent an instance to
   // its fallback. A call's deadline starts when it is written, and no batch waits for another.
   it('calls asked while an earlier one is unanswered, then the loop busy past the timeout: both answered', async () => {
-    const { redisClient } = await import('../../src/limiter/redis-client.js')
-    const client = redisClient({
-      url: db.redis.url,
-      cluster: [],
-      prefix: 'x:',
-      timeoutMs: 50,
-      onError: 'open',
-      leases: false,
-    })
-    const store = new RedisStore(client, { prefix: `${db.redis.prefix}held:`, timeoutMs: 50 })
+    const { client, store } = await timedStore('held:')
     const turn = () => new Promise((r) => setImmediate(r))
     try {
-      await new Promise((r) => client.once('ready', r))
       const c = charge(1000)
       await store.consume([c], Date.now()) // the store clock's offset known
       for (let i = 0; i < 3; i++) {
