@@ -5,6 +5,7 @@ import type { OverrideStore } from '../quota/overrides.js'
 import type { ConfigProblem, LimiterStore, OnStoreError, StoreKind } from '../types.js'
 import { bodyLimit } from 'hono/body-limit'
 import { bearerAuth } from './auth.js'
+import { browserGuard } from './browser-guard.js'
 import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
 import { configView } from './mask.js'
@@ -79,10 +80,10 @@ function protectRoute(app: Hono, protect: AdminDeps['protect']): void {
   })
 }
 
-export function createAdminApp(deps: AdminDeps): Hono {
-  const { holder, store, metrics } = deps
-  const now = deps.now ?? Date.now
-  const app = new Hono()
+/** What every admin call passes first: the browser guard, the token, the body cap. */
+function guards(app: Hono, holder: ConfigHolder): void {
+  // SPEC §7: cross-site state changes refused, and no answer cached, before anything else.
+  app.use('*', browserGuard())
   app.use(
     '*',
     bearerAuth(() => holder.current.config.admin.token)
@@ -96,6 +97,13 @@ export function createAdminApp(deps: AdminDeps): Hono {
       onError: (c) => c.json({ error_msg: `the body is over ${MAX_ADMIN_BODY} bytes` }, 413),
     })
   )
+}
+
+export function createAdminApp(deps: AdminDeps): Hono {
+  const { holder, store, metrics } = deps
+  const now = deps.now ?? Date.now
+  const app = new Hono()
+  guards(app, holder)
 
   probeRoutes(app, {
     store,

@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+// Issue #31 item 5 (SPEC §7): a state-changing admin call that a browser marks as sent from
+// another site is refused 403, and no admin answer may be cached. The same calls from a real
+// Chromium page on another origin: test/tools/admin-cross-site.test.ts (.ci/tools).
+
+const TOKEN = 'cross-site-token-0123456789'
+const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
+
+describe('the admin API against browsers (issue #31 item 5)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    gw = await startGateway(
+      testYaml(
+        up.url,
+        `admin: { host: 127.0.0.1, port: 0, token: "${TOKEN}" }
+monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
+      ).replace(/^admin: .*\n/m, '')
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  const auth = { authorization: `Bearer ${TOKEN}` }
+  const own = () => `http://127.0.0.1:${gw.adminPort}`
+  const reloads = () => gw.logs.filter((l) => l.msg === 'configuration reloaded').length
+
+  it.each([
+    ['an Origin of another site', { origin: 'http://evil.example' }],
+    ['an Origin of another port on this host', { origin: 'http://127.0.0.1:1' }],
+    ['Origin: null (a sandboxed page, a file)', { origin: 'null' }],
+    ['Sec-Fetch-Site: cross-site', { 'sec-fetch-site': 'cross-site' }],
+    ['Sec-Fetch-Site: same-site', { 'sec-fetch-site': 'same-site' }],
+  ])('POST /v1/reload with %s: 403, nothing reloaded', async (_name, headers) => {
+    const before = reloads()
+    const a = await send(gw.adminPort, {
+      method: 'POST',
+      path: '/v1/reload',
+      headers: { ...auth, ...headers },
+    })
+    expect(a.status).toBe(403)
+    expect(JSON.parse(a.body).error_msg).toMatch(/refused from another site/)
+    expect(a.headers['cache-control']).toBe('no-store')
+    await new Promise((r) => setTimeout(r, 100))
+    expect(reloads()).toBe(before)
+  })
+
+  it('PUT and DELETE are refused the same way; the team is unchanged', async () => {
+    const put = await send(gw.adminPort, {
+      method: 'PUT',
+      path: '/v1/teams/acme',
+      headers: { ...auth, 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' },
+      body: '{"users":500}',
+    })
+    expect(put.status).toBe(403)
+    const del = await send(gw.adminPort, {
+      method: 'DELETE',
+      path: '/v1/teams/acme',
+      headers: { ...auth, origin: 'http://evil.example' },
+    })
+    expect(del.status).toBe(403)
+    const teams = JSON.parse((await send(gw.adminPort, { path: '/v1/teams', headers: auth })).body)
+    expect(teams.teams[0].changed).toBe(false)
+  })
+
+  it('the listener’s own origin, same-origin, none, or no header at all (curl, the CLI) still change state', async () => {
+    for (const headers of [
+      { origin: own() },
+      { 'sec-fetch-site': 'same-origin', origin: own() },
+      { 'sec-fetch-site': 'none' },
+      {},
+    ]) {
+      const a = await send(gw.adminPort, {
+        method: 'POST',
+        path: '/v1/reload',
+        headers: { ...auth, ...headers },
+      })
+      expect(a.status).toBe(200)
+    }
+  })
+
+  it('a cross-site GET (reading, the page) is not refused by the guard', async () => {
+    const a = await send(gw.adminPort, {
+      path: '/v1/status',
+      headers: { ...auth, 'sec-fetch-site': 'cross-site', origin: 'http://evil.example' },
+    })
+    expect(a.status).toBe(200)
+  })
+
+  it('every admin answer carries Cache-Control: no-store', async () => {
+    const calls: [string, string, Record<string, string>][] = [
+      ['GET', '/healthz', {}],
+      ['GET', '/readyz', {}],
+      ['GET', '/metrics', auth],
+      ['GET', '/v1/teams', auth],
+      ['GET', '/v1/config', auth],
+      ['GET', '/v1/status', auth],
+      ['GET', '/', auth],
+      ['GET', `/v1/usage/base/${U}`, auth],
+      ['GET', '/v1/usage/ip/127.0.0.1', auth],
+      ['GET', '/v1/history', auth],
+      ['GET', '/v1/upgrade-report?to=6.2', auth],
+      ['GET', '/v1/overrides', auth],
+      ['GET', '/v1/protect', auth],
+      ['GET', '/v1/teams', {}], // 401
+      ['GET', '/nothing-here', auth], // 404
+      ['GET', '/v1/usage/base/not-a-uuid', auth], // 400
+      ['POST', '/v1/reload', auth],
+    ]
+    for (const [method, path, headers] of calls) {
+      const a = await send(gw.adminPort, { method, path, headers })
+      expect([path, a.headers['cache-control']]).toEqual([path, 'no-store'])
+    }
+  })
+})
