@@ -14,6 +14,7 @@ import type { UsageSummary } from './observe/summary.js'
 import type { StatusRecorder } from './observe/status-recorder.js'
 import type { Tracer } from '@opentelemetry/api'
 import { endWith, requestSpan, upstreamSpan } from './observe/tracing.js'
+import { sendContinue } from './http/continue.js'
 import { BufferBudget } from './size/body-buffer.js'
 import { sizedBody, type SizeDeps } from './size/body.js'
 import type { LimiterStore } from './types.js'
@@ -85,14 +86,14 @@ export function forwardOutcome(r: ForwardResult): Outcome {
 /** The size room's needs: this process's body budget, and the metrics it feeds. */
 function sizeDepsOf(deps: GatewayDeps): SizeDeps {
   const metrics = deps.metrics
+  const budget = new BufferBudget()
+  // SPEC §4: the bytes held now, in memory and on disk, read at each scrape.
+  metrics?.watchHeldBodies(() => ({ memory: budget.heldInMemory, disk: budget.heldOnDisk }))
   return {
-    budget: new BufferBudget(),
+    budget,
     processes: deps.processes ?? 1,
     tmpDir: deps.tmpDir,
-    onHeld: (spilled, bufferedBytes) => {
-      if (spilled) metrics?.bodySpills.inc()
-      metrics?.bodyBufferedBytes.set(bufferedBytes)
-    },
+    onSpilled: () => metrics?.bodySpills.inc(),
   }
 }
 
@@ -108,7 +109,13 @@ function readBody(
   begun: Begun
 ): Ready | null | Promise<Ready | null> {
   // Synchronous when the body step is (an unchecked call): no promise per request.
-  const maybe = sizedBody(flow.sizeDeps, req, pass.snapshot, pass)
+  const maybe = sizedBody(flow.sizeDeps, req, pass.snapshot, {
+    path: pass.route,
+    query: pass.query,
+    client: pass.snapshot.clientIp.keyOf(pass.admission.clientIp),
+    sinceHeadMs: () => performance.now() - begun.startedMs,
+    onHeadPassed: () => sendContinue(req, res),
+  })
   if (maybe instanceof Promise)
     return maybe.then((sized) => afterSized(flow, req, res, pass, begun, sized))
   return afterSized(flow, req, res, pass, begun, maybe)
@@ -129,9 +136,21 @@ function afterSized(
     flow.finish(pass, begun, o, dryRun)
   if (sized.kind === 'aborted') return (done({ kind: 'client_aborted', upstreamMs: null }), null)
   if (sized.kind === 'unavailable') {
-    const headers = { ...admission.headers, 'retry-after': '1' }
-    begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
-    return (done({ kind: 'body_unavailable', message: sized.message }), null)
+    // SPEC §4: a body that could not be held is not forwarded and not charged.
+    return flow.guard.giveBackNow(admission).then((givenBack) => {
+      begun.givenBack = givenBack
+      const headers = { ...admission.headers, 'retry-after': '1', connection: 'close' }
+      begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
+      done({ kind: 'body_unavailable', message: sized.message })
+      return null
+    })
+  }
+  if (sized.kind === 'timeout') {
+    // SPEC §4 body_timeout_ms: the connection closes, its held bytes were freed already.
+    res.once('finish', () => req.socket.destroy())
+    const headers = { ...admission.headers, connection: 'close' }
+    begun.bytesOut = sendJsonError(res, 408, sized.message, headers, id)
+    return (done({ kind: 'body_timeout', message: sized.message }), null)
   }
   if (sized.kind === 'refused') {
     sized.release()
@@ -143,6 +162,7 @@ function afterSized(
   }
   const dryRun = sized.broken === null ? pass.dryRun : { ...pass.dryRun, size: sized.broken }
   if (pass.pendingHistory.length > 0 && sized.body === undefined) {
+    sendContinue(req, res)
     return bodyHistory(flow.deps, req, pass).then((read) => {
       if (read === null) return (done({ kind: 'client_aborted', upstreamMs: null }, dryRun), null)
       return { body: read.body, release: sized.release, dryRun }
@@ -189,6 +209,7 @@ function forwardOrShed(
   }
   const tracer = flow.deps.tracer
   const up = tracer != null && begun.span !== undefined ? upstreamSpan(tracer, begun.span) : null
+  sendContinue(req, res)
   flow.deps.forwarder.forward({
     req,
     res,

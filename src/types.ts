@@ -78,6 +78,10 @@ export interface SizeLimits {
   maxBodyBytes: number
   /** SPEC §4: bytes of checked bodies held in memory at once (all calls); past it, a temp file. */
   bufferBytes: number
+  /** SPEC §4: bytes of checked bodies held in temporary files at once (all calls). */
+  spillBytes: number
+  /** SPEC §4: a checked body not received whole within this from its head → 408. */
+  bodyTimeoutMs: number
 }
 
 export interface PlanConfig {
@@ -227,6 +231,11 @@ export interface WindowState {
   resetAtMs: number
   /** For a window that refused: when a call would be admitted again (ms); else 0. */
   retryAtMs: number
+  /**
+   * The window was not read (a refusal answered from the over-limit cache by another window):
+   * its numbers are placeholders, never shown as a state (SPEC §10 fields, the log's `used`).
+   */
+  unknown?: true
   /**
    * When the caller asked for leases: the calls this call charged to the window (1, or the
    * whole share of a lease granted). Absent when no lease could be asked (limiter/leases.ts).

@@ -73,15 +73,7 @@ export function configView(config: Config): Record<string, unknown> {
     header_style: config.headerStyle,
     mode: config.mode,
     exempt: config.exempt,
-    size_limits: {
-      list_rows: sizeLimits.listRows,
-      append_rows: sizeLimits.appendRows,
-      update_rows: sizeLimits.updateRows,
-      delete_rows: sizeLimits.deleteRows,
-      sql_list: sizeLimits.sqlList,
-      max_body_bytes: sizeLimits.maxBodyBytes,
-      buffer_bytes: sizeLimits.bufferBytes,
-    },
+    size_limits: sizeLimitsView(sizeLimits),
     monthly: {
       enabled: monthly.enabled,
       timezone: monthly.timezone,
@@ -98,6 +90,20 @@ export function configView(config: Config): Record<string, unknown> {
       removed: config.history.removed,
       deprecation_headers: config.history.deprecationHeaders,
     },
+  }
+}
+
+function sizeLimitsView(sizeLimits: Config['sizeLimits']) {
+  return {
+    list_rows: sizeLimits.listRows,
+    append_rows: sizeLimits.appendRows,
+    update_rows: sizeLimits.updateRows,
+    delete_rows: sizeLimits.deleteRows,
+    sql_list: sizeLimits.sqlList,
+    max_body_bytes: sizeLimits.maxBodyBytes,
+    buffer_bytes: sizeLimits.bufferBytes,
+    spill_bytes: sizeLimits.spillBytes,
+    body_timeout_ms: sizeLimits.bodyTimeoutMs,
   }
 }
 

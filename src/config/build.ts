@@ -1,4 +1,5 @@
 import ipaddr from 'ipaddr.js'
+import { isStrictCidr } from '../http/client-ip.js'
 import type {
   Config,
   ConfigProblem,
@@ -76,17 +77,13 @@ function checkUrl(
   }
 }
 
-function validCidr(cidr: string): boolean {
-  return cidr.includes('/') ? ipaddr.isValidCIDR(cidr) : ipaddr.isValid(cidr)
-}
-
 export function checkCidrs(
   problems: ConfigProblem[],
   field: string,
   list: readonly string[]
 ): void {
   list.forEach((cidr, i) => {
-    if (!validCidr(cidr)) {
+    if (!isStrictCidr(cidr)) {
       problems.push({
         field: `${field}[${i}]`,
         message: `${JSON.stringify(cidr)} is not an IP address or CIDR`,
@@ -272,6 +269,8 @@ function buildSizeLimits(f: Filled): SizeLimits {
     sqlList: sl.sql_list,
     maxBodyBytes: sl.max_body_bytes,
     bufferBytes: sl.buffer_bytes,
+    spillBytes: sl.spill_bytes,
+    bodyTimeoutMs: sl.body_timeout_ms,
   }
 }
 

@@ -42,6 +42,8 @@ export const DEFAULTS = {
     sql_list: 10_000,
     max_body_bytes: 16_777_216,
     buffer_bytes: 268_435_456,
+    spill_bytes: 1_073_741_824,
+    body_timeout_ms: 30_000,
   },
   monthly: { timezone: 'UTC', teams: [] as unknown[] },
   server: { version: 'auto' },

@@ -183,6 +183,8 @@ export const limitsFileSchema = z.strictObject({
       sql_list: positiveInt.optional(),
       max_body_bytes: positiveInt.optional(),
       buffer_bytes: positiveInt.optional(),
+      spill_bytes: positiveInt.optional(),
+      body_timeout_ms: z.number().int().min(100).max(3_600_000).optional(),
     })
     .optional(),
   server: z

@@ -10,6 +10,29 @@ export interface ClientIpOptions {
   ipv6Prefix: number
 }
 
+/**
+ * An address as a configuration may name it: four plain decimal parts for IPv4 (ipaddr.js also
+ * reads `010.0.0.1` as octal 8.0.0.1, and `10.1` as 10.0.0.1, which no operator means), IPv6
+ * without a zone (`fe80::1%eth0` names an interface of one host, not a network).
+ */
+export function isStrictAddress(text: string): boolean {
+  if (text.includes('%')) return false
+  if (!text.includes(':')) return ipaddr.IPv4.isValidFourPartDecimal(text)
+  if (!ipaddr.IPv6.isValid(text)) return false
+  const v4tail = /[.]/.test(text) ? text.slice(text.lastIndexOf(':') + 1) : null
+  return v4tail === null || ipaddr.IPv4.isValidFourPartDecimal(v4tail)
+}
+
+/** A CIDR (or a lone address) as a configuration may name it: a strict address, a plain prefix length. */
+export function isStrictCidr(text: string): boolean {
+  const slash = text.indexOf('/')
+  if (slash === -1) return isStrictAddress(text)
+  const addr = text.slice(0, slash)
+  const bits = text.slice(slash + 1)
+  if (!/^(0|[1-9][0-9]{0,2})$/.test(bits) || !isStrictAddress(addr)) return false
+  return Number(bits) <= (addr.includes(':') ? 128 : 32)
+}
+
 /** `::ffff:a.b.c.d` becomes `a.b.c.d`; null for anything that is not an address. */
 function parse(text: string): Addr | null {
   const t = text.trim()

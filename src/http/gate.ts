@@ -4,7 +4,7 @@ import { StoreError } from '../limiter/store-error.js'
 import { HISTORY, NO_HISTORY, type HistoryDecision, type Match } from '../history/match.js'
 import type { LimiterStore } from '../types.js'
 import { checkHistory } from './history-check.js'
-import { normalizePath, splitTarget } from './normalize-path.js'
+import { normalizePath, routeOf, splitTarget } from './normalize-path.js'
 import type { DryRun, Outcome } from './outcome.js'
 import { admit, type Admission } from './rate-limit.js'
 
@@ -29,7 +29,10 @@ export interface Refusal {
 export interface Pass {
   kind: 'pass'
   admission: Admission
+  /** The normalised path, as forwarded. */
   path: string
+  /** The path classified and checked: `path` without `;` path parameters (routeOf). */
+  route: string
   query: string
   snapshot: Snapshot
   /** What would have been refused, when it is forwarded anyway (SPEC §2 dry-run). */
@@ -105,6 +108,10 @@ export function createGate(deps: GateDeps): Gate {
     if (!norm.ok)
       return refuse(400, norm.reason, { kind: 'bad_path', reason: norm.reason }, { path: null })
     const path = norm.path
+    const routed = routeOf(path)
+    if (!routed.ok)
+      return refuse(400, routed.reason, { kind: 'bad_path', reason: routed.reason }, { path })
+    const route = routed.path
     // Two Host headers name two servers: which one is meant cannot be known (issue #11).
     if (hostCount(req.rawHeaders) > 1) {
       const reason = 'the request has more than one Host header'
@@ -112,15 +119,15 @@ export function createGate(deps: GateDeps): Gate {
     }
     let admitted: Admission | Promise<Admission>
     try {
-      admitted = admit(snapshot, deps.store, req, path, now())
+      admitted = admit(snapshot, deps.store, req, route, now())
     } catch (err) {
       return storeDown(err, path)
     }
     const method = req.method ?? 'GET'
-    if (!(admitted instanceof Promise))
-      return windowsSaid(deps, method, path, query, snapshot, admitted)
+    const at = { method, path, route, query, snapshot }
+    if (!(admitted instanceof Promise)) return windowsSaid(deps, at, admitted)
     return admitted.then(
-      (a) => windowsSaid(deps, method, path, query, snapshot, a),
+      (a) => windowsSaid(deps, at, a),
       (err: unknown) => storeDown(err, path)
     )
   }
@@ -129,12 +136,10 @@ export function createGate(deps: GateDeps): Gate {
 /** What the windows said: a 429, or on to the change history. */
 function windowsSaid(
   deps: GateDeps,
-  method: string,
-  path: string,
-  query: string,
-  snapshot: Snapshot,
+  call: { method: string; path: string; route: string; query: string; snapshot: Snapshot },
   admission: Admission
 ): GateResult {
+  const { path, snapshot } = call
   const { refused, shadowRules } = admission
   const enforce = snapshot.config.mode === 'enforce'
   let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
@@ -149,7 +154,7 @@ function windowsSaid(
     // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
     dryRun = { ...dryRun, refusal: refused }
   }
-  return historyStep(deps, { method, path, query, snapshot, admission, enforce }, dryRun)
+  return historyStep(deps, { ...call, admission, enforce }, dryRun)
 }
 
 /**
@@ -161,6 +166,7 @@ function historyStep(
   at: {
     method: string
     path: string
+    route: string
     query: string
     snapshot: Snapshot
     admission: Admission
@@ -168,12 +174,12 @@ function historyStep(
   },
   dryRun: DryRun | null
 ): GateResult {
-  const { method, path, query, snapshot, admission } = at
-  const matches = HISTORY.match(method, path, query)
+  const { method, path, route, query, snapshot, admission } = at
+  const matches = HISTORY.match(method, route, query)
   if (matches.length === 0) return passOf(at, dryRun, NO_HISTORY, [])
   const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
   const key = admission.classification.key
-  const history = checkHistory(deps, snapshot, { method, path, key }, known)
+  const history = checkHistory(deps, snapshot, { method, path: route, key }, known)
   if (history.gone !== null) {
     // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
     const { entry, message } = history.gone
@@ -194,17 +200,18 @@ function historyStep(
 
 /** A call to forward, with what the history made of it. */
 function passOf(
-  at: { path: string; query: string; snapshot: Snapshot; admission: Admission },
+  at: { path: string; route: string; query: string; snapshot: Snapshot; admission: Admission },
   dryRun: DryRun | null,
   history: HistoryDecision,
   pendingHistory: readonly Match[]
 ): Pass {
-  const { admission, path, query, snapshot } = at
+  const { admission, path, route, query, snapshot } = at
   const apiChanges = history.breaking.length === 0 ? [] : history.breaking.map((e) => e.id)
   return {
     kind: 'pass',
     admission,
     path,
+    route,
     query,
     snapshot,
     dryRun,

@@ -53,7 +53,7 @@ export async function bodyHistory(
   const h = checkHistory(
     deps,
     g.snapshot,
-    { method: req.method ?? 'GET', path: g.path, key },
+    { method: req.method ?? 'GET', path: g.route, key },
     lacking
   )
   for (const e of h.breaking) g.apiChanges.push(e.id)

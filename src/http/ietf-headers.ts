@@ -40,6 +40,8 @@ export function ietfFields(
     const c = charges[i]!
     if (c.kind === 'rule' && c.dryRun) continue
     const w = decision.windows[i]!
+    // A window the decision did not read (a cached refusal) is not claimed full and unused.
+    if (w.unknown === true) continue
     let name = baseName(c)
     const windowSec =
       c.kind === 'monthly' ? ceilSec(c.endMs - monthStartMs(c.endMs)) : ceilSec(c.windowMs)

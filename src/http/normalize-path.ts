@@ -29,6 +29,22 @@ function isPlain(path: string): boolean {
   return true
 }
 
+/**
+ * The path as a router that drops path parameters reads it (`/dtable-server;a=b/api/…` is
+ * `/dtable-server/api/…` to a servlet container): each segment's `;…` removed, then normalised
+ * again (`..;` becomes `..`). Classification, size checks and the change history read this;
+ * the upstream gets the normalised path as sent, so nothing a server reads is hidden from them.
+ */
+export function routeOf(path: string): NormalizeResult {
+  if (!path.includes(';')) return { ok: true, path }
+  const segments = path.split('/')
+  for (let i = 0; i < segments.length; i++) {
+    const semi = segments[i]!.indexOf(';')
+    if (semi !== -1) segments[i] = segments[i]!.slice(0, semi)
+  }
+  return normalizePath(segments.join('/'))
+}
+
 export function normalizePath(raw: string): NormalizeResult {
   if (raw.charCodeAt(0) !== 47) return { ok: false, reason: 'the path must start with /' }
   if (isPlain(raw)) return { ok: true, path: raw }

@@ -11,8 +11,10 @@ export type Outcome =
   | { kind: 'rate_limited' }
   | { kind: 'monthly_limited' }
   | ({ kind: 'size_refused' } & SizeRefusal)
-  /** A checked body could not be held (its temporary file failed): 503. */
+  /** A checked body could not be held (a held-body bound, or its temporary file failed): 503, not charged. */
   | { kind: 'body_unavailable'; message: string }
+  /** SPEC §4: a checked body not received whole within body_timeout_ms: 408. */
+  | { kind: 'body_timeout'; message: string }
   | { kind: 'bad_request'; reason: string }
   | { kind: 'bad_path'; reason: string }
   | { kind: 'store_unavailable' }
@@ -46,6 +48,8 @@ export function statusOf(o: Outcome): number {
       return 503
     case 'gone':
       return 410
+    case 'body_timeout':
+      return 408
   }
 }
 

@@ -24,8 +24,11 @@ export interface Admission {
   refused: 'rate' | 'monthly' | null
   /** Dry-run rules over their limit: logged, never refused. */
   shadowRules: readonly string[]
-  /** The team's month, when a monthly quota applies. */
-  monthly: { team: string; used: number; quota: number; refused: boolean } | null
+  /**
+   * The team's month, when a monthly quota applies; `used` is null when the decision did not
+   * read it (a refusal from the over-limit cache): a log line carries the true count or none.
+   */
+  monthly: { team: string; used: number | null; quota: number; refused: boolean } | null
   /** How long the store call took (ms; null when none was made). */
   storeMs: number | null
   /** When it began (performance.now()), for its trace span. */
@@ -38,7 +41,8 @@ function monthlyOf(c: Classification, d: Decision): Admission['monthly'] {
     const ch = c.charges[i]!
     if (ch.kind !== 'monthly') continue
     const w = d.windows[i]!
-    return { team: ch.team, used: w.used, quota: w.limit, refused: w.retryAtMs !== 0 }
+    const used = w.unknown === true ? null : w.used
+    return { team: ch.team, used, quota: w.limit, refused: w.retryAtMs !== 0 }
   }
   return null
 }

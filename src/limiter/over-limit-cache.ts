@@ -38,9 +38,16 @@ export class OverLimitCache {
     if (!hit) return null
     const windows: WindowState[] = charges.map((c) => {
       const e = this.entries.get(c.key)
-      // Not known to be full: its true count is unknown here, so claim no use of it.
+      // Not known to be full: its true count is unknown here; it never shows as a state.
       if (e === undefined) {
-        return { limit: c.limit, used: 0, remaining: c.limit, resetAtMs: nowMs, retryAtMs: 0 }
+        return {
+          limit: c.limit,
+          used: 0,
+          remaining: c.limit,
+          resetAtMs: nowMs,
+          retryAtMs: 0,
+          unknown: true,
+        }
       }
       return {
         limit: c.limit,

@@ -144,13 +144,26 @@ export class Metrics {
     'Checked bodies held in a temporary file because size_limits.buffer_bytes was in use (SPEC §4)',
     [] as const
   )
-  readonly bodyBufferedBytes = gauge(
-    this.registry,
-    'basegate_body_buffered_bytes',
-    'Bytes of checked bodies held in memory now (bounded by size_limits.buffer_bytes)',
-    [] as const,
-    'sum'
-  )
+  /** Read at each scrape: the bytes of checked bodies held now (set by watchHeldBodies). */
+  private heldBodies: () => { memory: number; disk: number } = () => ({ memory: 0, disk: 0 })
+  readonly bodyBufferedBytes = new Gauge({
+    name: 'basegate_body_buffered_bytes',
+    help: 'Bytes of checked bodies held in memory now (bounded by size_limits.buffer_bytes)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      this.bodyBufferedBytes.set(this.heldBodies().memory)
+    },
+  })
+  readonly bodySpilledBytes = new Gauge({
+    name: 'basegate_body_spilled_bytes',
+    help: 'Bytes of checked bodies held in temporary files now (bounded by size_limits.spill_bytes)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      this.bodySpilledBytes.set(this.heldBodies().disk)
+    },
+  })
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',
@@ -269,6 +282,11 @@ export class Metrics {
   }
 
   /** Where basegate_lease_calls_held is read from (the leasing store, when leases are on). */
+  /** Where the held-body gauges are read from (the size room's budget). */
+  watchHeldBodies(held: () => { memory: number; disk: number }): void {
+    this.heldBodies = held
+  }
+
   watchLeases(held: () => number): void {
     this.leaseUnitsHeld = held
   }

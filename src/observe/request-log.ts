@@ -91,6 +91,7 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   bad_request: 'refused: bad request',
   store_unavailable: 'refused: store unavailable',
   body_unavailable: 'refused: body could not be held',
+  body_timeout: 'refused: body not received in time',
   upstream_error: 'upstream error',
   client_aborted: 'client went away',
   gone: 'refused: removed endpoint',
@@ -120,6 +121,7 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
     case 'gone':
       return { removed: o.entry, error_msg: o.message }
     case 'body_unavailable':
+    case 'body_timeout':
       return { error_msg: o.message }
     case 'shed':
       return { waited_ms: round2(o.waitedMs) }
@@ -161,14 +163,14 @@ function count(
     adm?.classification.key,
     Date.now()
   )
-  if (m !== null) summary?.recordMonthly(m.team, m.used, m.quota)
+  if (m !== null && m.used !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {
     metrics.countRequest(cls, o.kind, f.dryRun !== null)
     if (o.kind === 'shed') metrics.sheds.labels(cls).inc()
     for (const id of f.apiChanges) metrics.countApiChange(id)
     const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
     if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
-    if (m !== null) {
+    if (m !== null && m.used !== null) {
       metrics.monthlyUsed.set({ team: m.team }, m.used)
       metrics.monthlyQuota.set({ team: m.team }, m.quota)
     }
@@ -203,7 +205,7 @@ function commonFields(f: Finished, status: number) {
     remaining: w?.remaining,
     reset: w?.resetSec,
     team: m?.team,
-    used: m?.used,
+    used: m?.used ?? undefined,
     quota: m?.quota,
     status,
     outcome: f.outcome.kind,

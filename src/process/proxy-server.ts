@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https'
 import { createGateway, type Gateway } from '../app.js'
 import { UpgradeRecorder } from '../history/report-store.js'
+import { holdContinue } from '../http/continue.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
 import type { Config } from '../types.js'
 import { resolveWorkers } from '../workers/count.js'
@@ -50,6 +51,11 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
       ? createServer(options, gateway.handleRequest)
       : (createTlsServer({ ...options, ...tlsFiles(tls) }, gateway.handleRequest) as Server)
   proxy.on('upgrade', gateway.handleUpgrade)
+  // SPEC §4: 100 Continue only after the head's checks (the request path sends it).
+  proxy.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    holdContinue(req, res)
+    gateway.handleRequest(req, res)
+  })
   proxy.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Malformed requests (smuggling attempts, oversized headers) and too-slow clients never
     // reach the gateway. Answer as Node would, then close for good: a half-close would let a

@@ -45,6 +45,12 @@ export class CallGuard {
     return store.giveBack(uses).catch((err: unknown) => this.deps.onGiveBackError?.(err))
   }
 
+  /** Gives an admitted call back now (a call answered before the server: SPEC §4's held-body 503); whether anything was charged. */
+  giveBackNow(admission: Admission): Promise<boolean> {
+    const back = this.giveBack(admission)
+    return back === null ? Promise.resolve(false) : back.then(() => true)
+  }
+
   /**
    * SPEC §9 key_in_flight: takes a place of the call's key (null, at once), or gives the call
    * back (not charged) and resolves to the 429's headers (`retry-after: 1`) and whether anything

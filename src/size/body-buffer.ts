@@ -6,24 +6,75 @@ import { randomBytes } from 'node:crypto'
 
 // SPEC §4: a size-checked body is read whole before anything of the call is sent, as nginx
 // buffers a request body. Its raw bytes wait in memory while the process's budget
-// (size_limits.buffer_bytes) allows; past it they wait in a temporary file. The file is
-// unlinked the moment it is opened (as nginx does with its client_body_temp files), so it is
-// gone on every way out, a SIGKILL included; closing the handle frees its space.
+// (size_limits.buffer_bytes) allows; past it they wait in a temporary file, while the bytes in
+// temporary files stay under size_limits.spill_bytes; and one client IP holds at most half of
+// the two. The file is unlinked the moment it is opened (as nginx does with its
+// client_body_temp files), so it is gone on every way out, a SIGKILL included; closing the
+// handle frees its space.
 
-/** The bytes all checked bodies of this process hold in memory at once. */
+/** This process's bounds on held bodies (its share when workers split the file's values). */
+export interface HeldLimits {
+  /** Bytes in memory, all calls together (size_limits.buffer_bytes). */
+  memoryBytes: number
+  /** Bytes in temporary files, all calls together (size_limits.spill_bytes). */
+  spillBytes: number
+  /** Bytes one client holds, in memory and on disk (half of the two). */
+  clientBytes: number
+}
+
+/**
+ * The bytes all checked bodies of this process hold at once. Reserved bytes bound what is let
+ * in (an announced length is reserved whole at its head); held bytes are what has arrived
+ * (the gauges basegate_body_buffered_bytes and basegate_body_spilled_bytes).
+ */
 export class BufferBudget {
-  private usedBytes = 0
+  private memoryReserved = 0
+  private diskReserved = 0
+  private readonly clients = new Map<string, number>()
+  /** Bytes that arrived and wait in memory now. */
+  heldInMemory = 0
+  /** Bytes that arrived and wait in temporary files now. */
+  heldOnDisk = 0
+
+  /** Bytes reserved in memory. */
   get used(): number {
-    return this.usedBytes
+    return this.memoryReserved
   }
-  /** Reserves n bytes under `limitBytes`; false when they do not fit. */
+  /** Bytes reserved on disk. */
+  get spilled(): number {
+    return this.diskReserved
+  }
+  /** Bytes one client holds (memory and disk). */
+  heldBy(client: string): number {
+    return this.clients.get(client) ?? 0
+  }
+  /** Reserves n bytes in memory under `limitBytes`; false when they do not fit. */
   take(n: number, limitBytes: number): boolean {
-    if (this.usedBytes + n > limitBytes) return false
-    this.usedBytes += n
+    if (this.memoryReserved + n > limitBytes) return false
+    this.memoryReserved += n
     return true
   }
   give(n: number): void {
-    this.usedBytes -= n
+    this.memoryReserved -= n
+  }
+  takeDisk(n: number, limitBytes: number): boolean {
+    if (this.diskReserved + n > limitBytes) return false
+    this.diskReserved += n
+    return true
+  }
+  giveDisk(n: number): void {
+    this.diskReserved -= n
+  }
+  takeClient(client: string, n: number, limitBytes: number): boolean {
+    const held = this.clients.get(client) ?? 0
+    if (held + n > limitBytes) return false
+    this.clients.set(client, held + n)
+    return true
+  }
+  giveClient(client: string, n: number): void {
+    const left = (this.clients.get(client) ?? 0) - n
+    if (left > 0) this.clients.set(client, left)
+    else this.clients.delete(client)
   }
 }
 
@@ -41,19 +92,30 @@ export interface HeldBody {
 
 const READ_CHUNK = 64 * 1024
 
+/** Which bound a body would pass: the process's memory and disk together, or its client's half. */
+export type HeldBound = 'spill_bytes' | 'client'
+
 class Holder implements HeldBody {
   length = 0
   private mem: Buffer[] = []
+  /** Bytes of `mem` (held in memory now). */
   private memBytes = 0
   private file: FileHandle | null = null
-  /** Set at the first chunk that did not fit: from then on every chunk goes to the file. */
+  /** Set at the first chunk that did not fit in memory: from then on every chunk goes to the file. */
   private spilling = false
   private writing: Promise<unknown> = Promise.resolve()
   private released = false
+  /** This body's reservations in the budget. */
+  private memoryReserved = 0
+  private diskReserved = 0
+  private clientReserved = 0
+  /** An announced length was reserved whole at the head: chunks take nothing more. */
+  private fixed = false
 
   constructor(
     private readonly budget: BufferBudget,
-    private readonly limitBytes: number,
+    private readonly limits: HeldLimits,
+    private readonly client: string,
     private readonly dir: string
   ) {}
 
@@ -61,31 +123,78 @@ class Holder implements HeldBody {
     return this.spilling
   }
 
-  /** Takes one chunk; a promise when it waits for the disk (the reader pauses until then). */
-  add(chunk: Buffer): Promise<void> | null {
-    this.length += chunk.length
-    if (!this.spilling && this.budget.take(chunk.length, this.limitBytes)) {
+  /**
+   * SPEC §4: an announced length is reserved whole at the head, in memory when it fits, else
+   * on disk; null when it fits, else the bound it would pass (answered 503 before a byte is read).
+   */
+  reserve(length: number): HeldBound | null {
+    if (!this.budget.takeClient(this.client, length, this.limits.clientBytes)) return 'client'
+    this.clientReserved = length
+    if (this.budget.take(length, this.limits.memoryBytes)) this.memoryReserved = length
+    else if (this.budget.takeDisk(length, this.limits.spillBytes)) {
+      this.diskReserved = length
+      this.spilling = true
+    } else {
+      this.budget.giveClient(this.client, length)
+      this.clientReserved = 0
+      return 'spill_bytes'
+    }
+    this.fixed = true
+    return null
+  }
+
+  /**
+   * Takes one chunk: null when it is held in memory, a promise when it waits for the disk (the
+   * reader pauses until then), or the bound it would pass (nothing of it is held).
+   */
+  add(chunk: Buffer): Promise<void> | null | HeldBound {
+    const n = chunk.length
+    if (!this.fixed) {
+      if (!this.budget.takeClient(this.client, n, this.limits.clientBytes)) return 'client'
+      this.clientReserved += n
+      if (!this.spilling && this.budget.take(n, this.limits.memoryBytes)) this.memoryReserved += n
+      else if (this.budget.takeDisk(this.memoryReserved + n, this.limits.spillBytes)) {
+        // What waited in memory moves to the file with this chunk.
+        this.diskReserved += this.memoryReserved + n
+        this.budget.give(this.memoryReserved)
+        this.memoryReserved = 0
+        this.spilling = true
+      } else {
+        this.budget.giveClient(this.client, n)
+        this.clientReserved -= n
+        return 'spill_bytes'
+      }
+    }
+    this.length += n
+    if (!this.spilling) {
       this.mem.push(chunk)
-      this.memBytes += chunk.length
+      this.memBytes += n
+      this.budget.heldInMemory += n
       return null
     }
-    this.spilling = true
     // Writes run one after another; after a failure every later one fails too.
     const write = this.writing.then(async () => {
       const fh = await this.ensureFile()
       if (this.mem.length > 0) {
-        // What waited in memory goes first, and its share of the budget goes back.
+        // What waited in memory goes first.
         const held = this.mem
         this.mem = []
         for (const c of held) await writeAll(fh, c)
-        this.budget.give(this.memBytes)
+        this.budget.heldInMemory -= this.memBytes
+        this.budget.heldOnDisk += this.memBytes
+        this.diskBytes += this.memBytes
         this.memBytes = 0
       }
       await writeAll(fh, chunk)
+      this.budget.heldOnDisk += n
+      this.diskBytes += n
     })
     this.writing = write
     return write
   }
+
+  /** Bytes written to the file (held on disk now). */
+  private diskBytes = 0
 
   /** Every write done (or the first failure). */
   settled(): Promise<unknown> {
@@ -138,13 +247,21 @@ class Holder implements HeldBody {
     return out.length === 1 ? out[0]! : Buffer.concat(out)
   }
 
+  /** Frees the reservations and the memory at once; the file closes when its writes settle. */
   async release(): Promise<void> {
     if (this.released) return
     this.released = true
-    this.budget.give(this.memBytes)
+    const b = this.budget
+    b.give(this.memoryReserved)
+    b.giveDisk(this.diskReserved)
+    b.giveClient(this.client, this.clientReserved)
+    this.memoryReserved = this.diskReserved = this.clientReserved = 0
+    b.heldInMemory -= this.memBytes
     this.memBytes = 0
     this.mem = []
     await this.writing.catch(() => {})
+    b.heldOnDisk -= this.diskBytes
+    this.diskBytes = 0
     const fh = this.opening === null ? null : await this.opening.catch(() => null)
     await fh?.close().catch(() => {})
   }
@@ -174,6 +291,10 @@ export type BodyRead =
   | { kind: 'stopped'; body: HeldBody }
   /** Over `maxBytes`: what was read, and the rest still in the request stream. */
   | { kind: 'too_large'; body: HeldBody }
+  /** Holding it would pass a bound: at the head (an announced length) or at the byte that passes it. */
+  | { kind: 'full'; bound: HeldBound; atHead: boolean }
+  /** Not received whole within `timeoutMs`: what was held is freed. */
+  | { kind: 'timeout' }
   | { kind: 'aborted' }
   /** The temporary file could not be written (disk full, directory not writable). */
   | { kind: 'failed'; error: Error }
@@ -181,35 +302,60 @@ export type BodyRead =
 export interface ReadOptions {
   maxBytes: number
   budget: BufferBudget
-  limitBytes: number
+  limits: HeldLimits
+  /** Who holds the bytes (SPEC §6's client, IPv6 by its prefix): one client holds at most its half. */
+  client: string
+  /** How long the body may take from now (size_limits.body_timeout_ms less what the head took). */
+  timeoutMs: number
   /** Where spilled bodies go; the OS's temporary directory by default. */
   dir?: string
+  /** Every check the head allows has passed: the body is about to be read (100 Continue). */
+  onHeadPassed?: () => void
   /** Sees each chunk before it is held; false stops the read. */
   onChunk?: (chunk: Buffer) => boolean
+  /** Sets the body's timer (the injected clock's); returns its cancel. */
+  setTimer?: (fn: () => void, ms: number) => () => void
+}
+
+const realTimer = (fn: () => void, ms: number) => {
+  const t = setTimeout(fn, ms)
+  return () => clearTimeout(t)
 }
 
 /**
  * Reads a request body whole (up to `maxBytes`) into a HeldBody. A declared length over the
- * cap is refused before a byte is read; a chunked body stops being read at the cap.
+ * cap is refused before a byte is read, as is one that would pass a held-body bound; a
+ * chunked body stops being read at the cap or at the byte that passes a bound.
  */
 export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<BodyRead> {
-  const holder = new Holder(opts.budget, opts.limitBytes, opts.dir ?? tmpdir())
+  const holder = new Holder(opts.budget, opts.limits, opts.client, opts.dir ?? tmpdir())
   const declared = req.headers['content-length']
-  if (declared !== undefined && Number(declared) > opts.maxBytes)
-    return Promise.resolve({ kind: 'too_large', body: holder })
+  if (declared !== undefined) {
+    const length = Number(declared)
+    if (length > opts.maxBytes) return Promise.resolve({ kind: 'too_large', body: holder })
+    const bound = holder.reserve(length)
+    if (bound !== null) return Promise.resolve({ kind: 'full', bound, atHead: true })
+  }
+  opts.onHeadPassed?.()
   return new Promise((resolve) => {
     let over = false
     let finished = false
     const done = (r: BodyRead) => {
       if (finished) return
       finished = true
+      cancelTimer()
       req.off('data', onData)
       req.off('end', onEnd)
       req.off('error', onError)
       req.off('aborted', onError)
-      if (r.kind === 'aborted' || r.kind === 'failed') void holder.release()
+      if (r.kind !== 'whole' && r.kind !== 'stopped' && r.kind !== 'too_large')
+        void holder.release()
       resolve(r)
     }
+    const cancelTimer = (opts.setTimer ?? realTimer)(() => {
+      req.pause()
+      done({ kind: 'timeout' })
+    }, opts.timeoutMs)
     const fail = (error: Error) => {
       req.pause()
       done({ kind: 'failed', error })
@@ -218,6 +364,10 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
       if (holder.length + c.length > opts.maxBytes) over = true
       const go = over || opts.onChunk === undefined || opts.onChunk(c)
       const wait = holder.add(c)
+      if (typeof wait === 'string') {
+        req.pause()
+        return done({ kind: 'full', bound: wait, atHead: false })
+      }
       if (!go || over) {
         req.pause()
         const r: BodyRead = over

@@ -2,7 +2,13 @@ import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Snapshot } from '../config/snapshot.js'
 import { sizeCheckFor, type BodyCheck } from './actions.js'
-import { heldThenRest, type BufferBudget, type HeldBody } from './body-buffer.js'
+import {
+  heldThenRest,
+  type BufferBudget,
+  type HeldBody,
+  type HeldBound,
+  type HeldLimits,
+} from './body-buffer.js'
 import { checkSize, listRowsRefusal, type SizeRefusal } from './check.js'
 
 // The size room's one door for the request path: after the gate admitted a call, check its
@@ -18,16 +24,44 @@ export type SizedBody =
     }
   | { kind: 'refused'; refusal: SizeRefusal; release: () => void }
   | { kind: 'aborted' }
-  | { kind: 'unavailable'; message: string }
+  /** 503: the body could not be held (a bound, or the disk); nothing is charged for it. */
+  | { kind: 'unavailable'; message: string; bound?: HeldBound }
+  /** 408: not received whole within body_timeout_ms; the connection closes. */
+  | { kind: 'timeout'; message: string }
 
 export interface SizeDeps {
   budget: BufferBudget
-  /** Told of every body held: whether it went to a file, and the bytes now held in memory. */
-  onHeld?: (spilled: boolean, bufferedBytes: number) => void
-  /** How many processes share size_limits.buffer_bytes (workers); each holds its share. */
+  /** Told of every body that went to a temporary file. */
+  onSpilled?: () => void
+  /** How many processes share size_limits.buffer_bytes and spill_bytes (workers); each holds its share. */
   processes: number
   /** Where spilled bodies go; the OS's temporary directory by default. */
   tmpDir?: string
+  /** The injected clock's timer (body_timeout_ms). */
+  setTimer?: (fn: () => void, ms: number) => () => void
+}
+
+/** What the body step knows of the call: where it goes, who sends it, when its head came. */
+export interface BodyCall {
+  path: string
+  query: string
+  /** SPEC §6's client key (IPv6 by its prefix): one client holds at most its half. */
+  client: string
+  /** Milliseconds since the request's head arrived (body_timeout_ms runs from there). */
+  sinceHeadMs: () => number
+  /** SPEC §4: every check the head allows passed; the body is about to be read (100 Continue). */
+  onHeadPassed?: () => void
+}
+
+/** This process's share of the held-body bounds (SPEC §4), from the snapshot in force. */
+export function heldLimitsOf(
+  limits: Snapshot['config']['sizeLimits'],
+  processes: number
+): HeldLimits {
+  const share = Math.max(1, processes)
+  const memoryBytes = Math.floor(limits.bufferBytes / share)
+  const spillBytes = Math.floor(limits.spillBytes / share)
+  return { memoryBytes, spillBytes, clientBytes: Math.floor((memoryBytes + spillBytes) / 2) }
 }
 
 const NOTHING = () => {}
@@ -41,10 +75,8 @@ const AS_IS: SizedBody = Object.freeze({
 
 function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
   if (body === null) return NOTHING
-  deps.onHeld?.(body.spilled, deps.budget.used)
-  return () => {
-    void body.release().then(() => deps.onHeld?.(false, deps.budget.used))
-  }
+  if (body.spilled) deps.onSpilled?.()
+  return () => void body.release()
 }
 
 /**
@@ -55,7 +87,7 @@ export function sizedBody(
   deps: SizeDeps,
   req: IncomingMessage,
   snapshot: Snapshot,
-  at: { path: string; query: string }
+  at: BodyCall
 ): SizedBody | Promise<SizedBody> {
   const check = sizeCheckFor(req.method ?? 'GET', at.path)
   if (check === null) return AS_IS
@@ -67,26 +99,32 @@ export function sizedBody(
       return { kind: 'refused', refusal: broken, release: NOTHING }
     return { kind: 'forward', body: undefined, broken, release: NOTHING }
   }
-  return bodySized(deps, req, snapshot, check)
+  return bodySized(deps, req, snapshot, check, at)
 }
 
 async function bodySized(
   deps: SizeDeps,
   req: IncomingMessage,
   snapshot: Snapshot,
-  check: BodyCheck
+  check: BodyCheck,
+  at: BodyCall
 ): Promise<SizedBody> {
   const limits = snapshot.config.sizeLimits
   const r = await checkSize(check, req, {
     limits,
     budget: deps.budget,
-    bufferBytes: Math.floor(limits.bufferBytes / Math.max(1, deps.processes)),
+    held: heldLimitsOf(limits, deps.processes),
+    client: at.client,
+    timeoutMs: Math.max(0, limits.bodyTimeoutMs - at.sinceHeadMs()),
     enforce: snapshot.config.mode === 'enforce',
     tmpDir: deps.tmpDir,
+    onHeadPassed: at.onHeadPassed,
+    setTimer: deps.setTimer,
   })
   switch (r.kind) {
     case 'aborted':
     case 'unavailable':
+    case 'timeout':
       return r
     case 'refused':
       return { kind: 'refused', refusal: r.refusal, release: releaser(deps, r.body) }

@@ -1,7 +1,14 @@
 import type { IncomingMessage } from 'node:http'
 import type { SizeLimits } from '../types.js'
 import { limitFor, type BodyCheck, type SizeLimitName } from './actions.js'
-import { readHeldBody, type BufferBudget, type HeldBody } from './body-buffer.js'
+import {
+  readHeldBody,
+  type BufferBudget,
+  type HeldBody,
+  type HeldBound,
+  type HeldLimits,
+} from './body-buffer.js'
+import { headEncodingRefusal } from './encoding.js'
 import { arrayElement, eachArrayElement, JsonBodyScanner, JsonSyntaxError } from './json-count.js'
 import { formFields, formKindOf } from './form-fields.js'
 import { sqlRowLimit, type SqlLimit } from './sql-limit.js'
@@ -11,7 +18,7 @@ import { sqlRowLimit, type SqlLimit } from './sql-limit.js'
 
 /** A broken size rule: refused (enforce), or logged and forwarded (dry-run). */
 export interface SizeRefusal {
-  status: 400 | 413
+  status: 400 | 413 | 415
   message: string
   limitName?: SizeLimitName
   count?: number
@@ -26,18 +33,28 @@ export type SizeResult =
   | { kind: 'pass'; body: HeldBody | null; rest: boolean; broken: SizeRefusal | null }
   | { kind: 'refused'; refusal: SizeRefusal; body: HeldBody | null }
   | { kind: 'aborted' }
-  /** The body could not be held (the temporary file failed): answered 503. */
-  | { kind: 'unavailable'; message: string }
+  /** The body could not be held (the temporary file failed, or it would pass a bound): 503, not charged. */
+  | { kind: 'unavailable'; message: string; bound?: HeldBound }
+  /** SPEC §4 body_timeout_ms: not received whole in time: 408, the connection closes. */
+  | { kind: 'timeout'; message: string }
 
 export interface SizeContext {
   limits: SizeLimits
   budget: BufferBudget
-  /** This process's share of size_limits.buffer_bytes. */
-  bufferBytes: number
+  /** This process's share of size_limits.buffer_bytes and spill_bytes, and one client's half. */
+  held: HeldLimits
+  /** Who holds the body (SPEC §6's client key). */
+  client: string
+  /** What is left of size_limits.body_timeout_ms since the request's head arrived. */
+  timeoutMs: number
   /** enforce refuses; dry-run forwards and reports. */
   enforce: boolean
   /** Where spilled bodies go (the OS's temporary directory by default). */
   tmpDir?: string
+  /** Every check the head allows passed: the body is about to be read (SPEC §4: 100 Continue). */
+  onHeadPassed?: () => void
+  /** The injected clock's timer. */
+  setTimer?: (fn: () => void, ms: number) => () => void
 }
 
 const PLAIN_INT = /^[0-9]+$/
@@ -119,7 +136,7 @@ async function judgeSqlForm(
   limit: number
 ): Promise<SizeRefusal | null> {
   const fields = await formFields(body, contentType, ['sql', 'parameters'])
-  if ('error' in fields) return invalid(fields.error)
+  if ('error' in fields) return { status: fields.status ?? 400, message: fields.error }
   const sqls = fields.get('sql')!
   if (sqls.length === 0) return invalid('the form must have a field "sql"')
   let params: unknown = undefined
@@ -175,14 +192,24 @@ export async function checkSize(
   req: IncomingMessage,
   ctx: SizeContext
 ): Promise<SizeResult> {
+  // SPEC §4: a body the counters cannot read as the server would is refused from its head.
+  const encoding = headEncodingRefusal(req.headers)
+  if (encoding !== null) {
+    if (ctx.enforce) return { kind: 'refused', refusal: encoding, body: null }
+    return { kind: 'pass', body: null, rest: false, broken: encoding }
+  }
   const limit = limitFor(check.name, ctx.limits)
   const { scanner, judge } = scannerFor(check, limit, req.headers['content-type'])
   let early: SizeRefusal | null = null
   const read = await readHeldBody(req, {
     maxBytes: ctx.limits.maxBodyBytes,
     budget: ctx.budget,
-    limitBytes: ctx.bufferBytes,
+    limits: ctx.held,
+    client: ctx.client,
+    timeoutMs: ctx.timeoutMs,
     dir: ctx.tmpDir,
+    onHeadPassed: ctx.onHeadPassed,
+    setTimer: ctx.setTimer,
     onChunk: (chunk) => {
       if (early !== null || scanner === null) return true // dry-run reads on, to forward it whole
       try {
@@ -203,6 +230,13 @@ export async function checkSize(
       return {
         kind: 'unavailable',
         message: `the request body could not be held for its size check (${codeOf(read.error)}); try again shortly`,
+      }
+    case 'full':
+      return { kind: 'unavailable', message: fullMessage(read.bound), bound: read.bound }
+    case 'timeout':
+      return {
+        kind: 'timeout',
+        message: `the request body did not arrive whole within body_timeout_ms (${ctx.limits.bodyTimeoutMs} ms)`,
       }
     case 'too_large': {
       const refusal: SizeRefusal = {
@@ -229,6 +263,13 @@ export async function checkSize(
       return { kind: 'refused', refusal: broken, body: read.body }
     }
   }
+}
+
+/** SPEC §4: which bound a held body would pass, said to the client (its 503's error_msg). */
+function fullMessage(bound: HeldBound): string {
+  return bound === 'client'
+    ? "this client's request bodies waiting for their size check are at their bound (half of size_limits.buffer_bytes + spill_bytes); try again shortly"
+    : 'request bodies waiting for their size check are at their bound (size_limits.spill_bytes); try again shortly'
 }
 
 function codeOf(err: Error): string {

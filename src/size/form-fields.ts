@@ -1,6 +1,8 @@
 import busboy from 'busboy'
 import type { HeldBody } from './body-buffer.js'
+import { headerParams, type EncodingRefusal } from './encoding.js'
 import { foldKey } from './json-count.js'
+import { PartHeaderScanner } from './part-headers.js'
 
 // SPEC §4: the SQL endpoints also take form bodies: the service's own JS client
 // (dtable-web-api's querySql) posts `sql` as multipart/form-data. Fields are read from the held
@@ -17,15 +19,16 @@ export function formKindOf(contentType: string | undefined): FormKind | null {
   return null
 }
 
-/** Every value of the wanted fields (by their given name), or why the body is not a form. */
+/** Every value of the wanted fields (by their given name), or why the body is not read (400 or 415). */
 export async function formFields(
   body: HeldBody,
   contentType: string,
   names: readonly string[]
-): Promise<Map<string, string[]> | { error: string }> {
+): Promise<Map<string, string[]> | { error: string; status?: EncodingRefusal['status'] }> {
   const wanted = new Map(names.map((n) => [foldKey(n), n]))
   const out = new Map<string, string[]>(names.map((n) => [n, []]))
-  const keep = (name: string, value: string) => {
+  const keep = (name: string | undefined, value: string) => {
+    if (name === undefined) return // a part named only by name*= (refused by the header scan)
     const as = wanted.get(foldKey(name))
     if (as !== undefined) out.get(as)!.push(value)
   }
@@ -41,16 +44,27 @@ export async function formFields(
   } catch (err) {
     return { error: `the body is not the form its content-type says (${(err as Error).message})` }
   }
+  // SPEC §4: each part's own headers, read from the raw bytes (busboy does not show them all).
+  const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
+  const parts = new PartHeaderScanner(boundary)
   return new Promise((resolve) => {
     bb.on('field', (name, value) => keep(name, value))
     bb.on('file', (_name, stream) => stream.resume())
-    bb.on('close', () => resolve(out))
-    bb.on('error', (err: Error) =>
-      resolve({ error: `the body is not valid multipart form data (${err.message})` })
-    )
+    bb.on('close', () => {
+      const r = parts.refusal
+      resolve(r === null ? out : { error: r.message, status: r.status })
+    })
+    bb.on('error', (err: Error) => {
+      const r = parts.refusal
+      if (r !== null) resolve({ error: r.message, status: r.status })
+      else resolve({ error: `the body is not valid multipart form data (${err.message})` })
+    })
     void (async () => {
-      for await (const c of body.chunks()) bb.write(c)
+      for await (const c of body.chunks()) {
+        parts.write(c)
+        bb.write(c)
+      }
       bb.end()
-    })().catch((err: Error) => resolve({ error: err.message }))
+    })().catch(() => resolve({ error: 'the multipart body could not be read' }))
   })
 }

@@ -15,7 +15,11 @@ type Tok =
   | { t: 'group'; items: Tok[] }
   | { t: 'semi' }
   | { t: 'comma' }
-  | { t: 'param'; index: number }
+  /**
+   * `?`: `index` counts the parameters this reading sees before it; `rawIndex` counts every `?`
+   * of the text before it, as a server that fills parameters without lexing would.
+   */
+  | { t: 'param'; index: number; rawIndex: number }
   | { t: 'punct'; v: string }
 
 /** How one dialect splits text; each flag is a point where dialects disagree. */
@@ -30,6 +34,8 @@ export interface Reading {
   crEndsComment: boolean
   /** `#` starts a line comment (MySQL); elsewhere it is an operator. */
   hashComment: boolean
+  /** `[…]` quotes an identifier (SQL Server, SQLite); elsewhere `[` is an operator. */
+  bracketIdents: boolean
 }
 
 const BASE_READING: Reading = {
@@ -38,6 +44,7 @@ const BASE_READING: Reading = {
   bangIsCode: false,
   crEndsComment: false,
   hashComment: true,
+  bracketIdents: false,
 }
 
 /**
@@ -51,6 +58,7 @@ export function readingsOf(sql: string): Reading[] {
   if (sql.includes('/*!')) flips.push((r) => ({ ...r, bangIsCode: true }))
   if (sql.includes('\r')) flips.push((r) => ({ ...r, crEndsComment: true }))
   if (sql.includes('#')) flips.push((r) => ({ ...r, hashComment: false }))
+  if (sql.includes('[')) flips.push((r) => ({ ...r, bracketIdents: true }))
   let out = [BASE_READING]
   for (const flip of flips) out = out.flatMap((r) => [r, flip(r)])
   return out
@@ -116,6 +124,9 @@ export function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] {
     } else if (c === 0x60) {
       i = quotedEnd(sql, i, '`', false)
       out.push({ t: 'ident' })
+    } else if (c === 0x5b && reading.bracketIdents) {
+      i = quotedEnd(sql, i, ']', false)
+      out.push({ t: 'ident' })
     } else if (c === 0x28) {
       const group: Tok = { t: 'group', items: [] }
       out.push(group)
@@ -136,7 +147,7 @@ export function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] {
       out.push({ t: 'comma' })
       i++
     } else if (c === 0x3f) {
-      out.push({ t: 'param', index: params++ })
+      out.push({ t: 'param', index: params++, rawIndex: rawParamsBefore(sql, i) })
       i++
     } else if (isWord(c)) {
       let j = i + 1
@@ -149,6 +160,13 @@ export function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] {
     }
   }
   return root
+}
+
+/** Every `?` of the text before `at`, in strings and comments too. */
+function rawParamsBefore(sql: string, at: number): number {
+  let n = 0
+  for (let i = sql.indexOf('?'); i !== -1 && i < at; i = sql.indexOf('?', i + 1)) n++
+  return n
 }
 
 function isDigitCode(c: number): boolean {
@@ -227,12 +245,21 @@ function rowCount(
     return `${what} ${tok.v} is not a plain non-negative integer`
   }
   if (tok.t === 'param') {
+    // A server that lexes reads parameter `index`; one that fills every `?` of the text in
+    // order reads `rawIndex` (a `?` in a comment or a string moves it): the larger counts.
+    const own = plainParam(param(tok.index))
+    const raw = tok.rawIndex === tok.index ? own : plainParam(param(tok.rawIndex))
+    if (own !== null || raw !== null) return Math.max(own ?? 0, raw ?? 0)
     const p = param(tok.index)
-    if (typeof p === 'number' && Number.isSafeInteger(p) && p >= 0) return p
-    if (typeof p === 'string' && PLAIN.test(p)) return Number(p)
     return `${what} ? takes parameter ${tok.index + 1}, which is not a plain non-negative integer (${JSON.stringify(p ?? null)})`
   }
   return `${what} is followed by something that is not a plain non-negative integer`
+}
+
+function plainParam(p: unknown): number | null {
+  if (typeof p === 'number' && Number.isSafeInteger(p) && p >= 0) return p
+  if (typeof p === 'string' && PLAIN.test(p)) return Number(p)
+  return null
 }
 
 /** One LIMIT at `at`: `LIMIT n`, `LIMIT n OFFSET m`, `LIMIT m, n` (counts n). */

@@ -439,4 +439,25 @@ describe('overrides (SPEC §10)', () => {
       'overrides[6].limits: names no class (account, base, auth_token, other)',
     ])
   })
+
+  it('issue #31 item 6: CIDRs as ipaddr.js reads them strictly (no leading zeros, no zone)', () => {
+    expect(
+      lines(
+        `overrides:
+  - { name: a, clients: [010.0.0.1/8, "fe80::1%eth0/64", 10.1/8, 10.0.0.0/08], limits: { base: 5/min } }
+allow: { clients: [192.168.01.1] }
+client_ip: { trusted_proxies: ["fe80::1%lo"] }`
+      )
+    ).toEqual([
+      'client_ip.trusted_proxies[0]: "fe80::1%lo" is not an IP address or CIDR',
+      'allow.clients[0]: "192.168.01.1" is not an IP address or CIDR',
+      'overrides[0].clients[0]: "010.0.0.1/8" is not an IP address or CIDR',
+      'overrides[0].clients[1]: "fe80::1%eth0/64" is not an IP address or CIDR',
+      'overrides[0].clients[2]: "10.1/8" is not an IP address or CIDR',
+      'overrides[0].clients[3]: "10.0.0.0/08" is not an IP address or CIDR',
+    ])
+    const ok = parseConfig(`overrides:
+  - { name: a, clients: [10.0.0.0/8, "::ffff:10.0.0.1", "2001:db8::/32", 0.0.0.0/0], limits: { base: 5/min } }`)
+    expect(ok.ok).toBe(true)
+  })
 })

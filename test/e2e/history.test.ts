@@ -79,6 +79,23 @@ describe('a 6.2 server (auto): removed endpoints answered 410, counted like thei
     })
   })
 
+  it('issue #31 item 6: a path parameter does not move a removed endpoint out of its class', async () => {
+    const U2 = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a99'
+    const r = await send(s.gw.port, {
+      path: `/dtable-server;a=b/api/v1/dtables/${U2}/rows/`,
+      headers: { 'x-request-id': 'path-param-1' },
+    })
+    expect(r.status).toBe(410)
+    expect(forwarded(s.up, '/dtable-server')).toBe(0)
+    const line = await s.gw.waitForLog((l) => l.request_id === 'path-param-1')
+    expect(line).toMatchObject({
+      outcome: 'gone',
+      class: 'base',
+      key: `base:${U2.replace(/-/g, '')}`,
+      path: `/dtable-server;a=b/api/v1/dtables/${U2}/rows/`,
+    })
+  })
+
   it("the service's own JS client: a removed call rejected with 410 and the reason", async () => {
     const require = createRequire(import.meta.url)
     const DTableWebAPI = require('dtable-web-api').default

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { normalizePath, splitTarget } from '../../src/http/normalize-path.js'
+import { normalizePath, routeOf, splitTarget } from '../../src/http/normalize-path.js'
 
 describe('normalizePath (SPEC §6)', () => {
   it.each([
@@ -53,5 +53,20 @@ describe('splitTarget', () => {
       query: '?x',
     })
     expect(splitTarget('http://evil.example')).toEqual({ path: '/', query: '' })
+  })
+})
+
+describe('routeOf: path parameters as a router that drops them reads the path (issue #31 item 6)', () => {
+  it.each([
+    ['/dtable-server;a=b/api/v1/dtables/x/rows/', '/dtable-server/api/v1/dtables/x/rows/'],
+    ['/api-gateway/api/v2/dtables/x/rows;jsessionid=1/', '/api-gateway/api/v2/dtables/x/rows/'],
+    ['/api-gateway/..;/dtable-db/api/v1/query/x/', '/dtable-db/api/v1/query/x/'],
+    ['/a/;x/b', '/a/b'],
+    ['/plain/path/', '/plain/path/'],
+  ])('%s reads as %s', (path, route) => {
+    expect(routeOf(path)).toEqual({ ok: true, path: route })
+  })
+  it('a parameter that hides a climb above the root is refused', () => {
+    expect(routeOf('/..;/etc').ok).toBe(false)
   })
 })

@@ -18,6 +18,8 @@ const LIMITS: SizeLimits = {
   sqlList: 10000,
   maxBodyBytes: 1_000_000,
   bufferBytes: 1_000_000,
+  spillBytes: 100_000_000,
+  bodyTimeoutMs: 30_000,
 }
 const APPEND = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/rows/`) as BodyCheck
 const SQL = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/sql`) as BodyCheck
@@ -34,13 +36,17 @@ function fakeReq(body: string | Buffer, chunk = 4096, headers: Record<string, st
   return s as unknown as IncomingMessage
 }
 
-function ctx(over: Partial<SizeContext> = {}): SizeContext {
+/** A context with this process's bounds; `bufferBytes` sets the memory bound alone. */
+function ctx(over: Partial<SizeContext> & { bufferBytes?: number } = {}): SizeContext {
+  const { bufferBytes = 1_000_000, ...rest } = over
   return {
     limits: LIMITS,
     budget: new BufferBudget(),
-    bufferBytes: 1_000_000,
+    held: { memoryBytes: bufferBytes, spillBytes: 100_000_000, clientBytes: 100_000_000 },
+    client: 'ip:127.0.0.1',
+    timeoutMs: 30_000,
     enforce: true,
-    ...over,
+    ...rest,
   }
 }
 

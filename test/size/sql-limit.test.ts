@@ -203,3 +203,37 @@ describe('strictRowLimit: a statement too long to read in every dialect', () => 
 function src(list: unknown[]) {
   return { at: (i: number) => list[i], each: (fn: (v: unknown) => void) => list.forEach(fn) }
 }
+
+describe('issue #31 item 6: two more readings', () => {
+  it('LIMIT ? after a ? in a comment or a string counts as a server filling every ? in order would read it', () => {
+    expect(sqlRowLimit('SELECT * FROM t WHERE a = ? -- ?\nLIMIT ?', [5, 10, 50000])).toEqual({
+      kind: 'count',
+      count: 50000,
+    })
+    expect(sqlRowLimit("SELECT * FROM t WHERE b = '?' LIMIT ?", [50000, 10])).toEqual({
+      kind: 'count',
+      count: 50000,
+    })
+    // Without a ? outside the statement's own, nothing changes.
+    expect(sqlRowLimit('SELECT * FROM t WHERE a = ? LIMIT ?', ['x', 10])).toEqual({
+      kind: 'count',
+      count: 10,
+    })
+  })
+
+  it('[…] is a quoted identifier in SQL Server and SQLite: a quote inside it hides nothing', () => {
+    expect(sqlRowLimit("SELECT [a'] FROM t LIMIT 50000 -- ']", [])).toEqual({
+      kind: 'count',
+      count: 50000,
+    })
+    expect(sqlRowLimit("SELECT [a]]'] FROM t LIMIT 40000", [])).toEqual({
+      kind: 'count',
+      count: 40000,
+    })
+    // A [ inside a string stays in the string.
+    expect(sqlRowLimit("SELECT * FROM t WHERE b = '[x' LIMIT 10", [])).toEqual({
+      kind: 'count',
+      count: 10,
+    })
+  })
+})
