@@ -14,7 +14,7 @@ import { MemoryStore } from '../src/limiter/memory-store.js'
 import { RedisStore } from '../src/limiter/redis-store.js'
 import type { Charge, OverrideConfig } from '../src/types.js'
 import { parseConfig } from '../src/config/load.js'
-import { compileSnapshot } from '../src/config/snapshot.js'
+import { compileSnapshot } from '../src/http/snapshot.js'
 
 // npm run bench: every row measured in one run, interleaved round by round, so the ratios
 // compare like with like on a shared, noisy machine. Loopback only; every run is bounded.

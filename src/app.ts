@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { Snapshot } from './config/snapshot.js'
+import type { Snapshot } from './http/snapshot.js'
 import { bodyHistory } from './http/history-check.js'
-import { createGate, type GateResult, type Pass, type Refusal } from './http/gate.js'
-import type { DryRun, Outcome } from './http/outcome.js'
+import { createGate } from './http/gate.js'
+import type { DryRun, Outcome, GateResult, Pass, Refusal } from './http/call.js'
 import type { ForwardRequest, ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
-import { createUpgradeHandler } from './http/websocket.js'
+import { createUpgradeHandler } from './websocket.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { begin, createFinisher, type Begun, type Finish } from './observe/request-log.js'
@@ -109,7 +109,7 @@ function readBody(
   begun: Begun
 ): Ready | null | Promise<Ready | null> {
   // Synchronous when the body step is (an unchecked call): no promise per request.
-  const maybe = sizedBody(flow.sizeDeps, req, pass.snapshot, {
+  const maybe = sizedBody(flow.sizeDeps, req, pass.snapshot.config, {
     path: pass.route,
     query: pass.query,
     client: pass.snapshot.clientIp.keyOf(pass.admission.clientIp),
@@ -203,7 +203,7 @@ function forwardOrShed(
     ready.release()
     begun.givenBack = slot.givenBack === true
     if (slot.result === 'cancelled') return done({ kind: 'client_aborted', upstreamMs: null })
-    const headers = guard.shedHeaders(admission, snapshot)
+    const headers = guard.shedHeaders(admission, snapshot.config)
     begun.bytesOut = sendJsonError(res, 503, SHED_MESSAGE, headers, begun.requestId)
     return done({ kind: 'shed', waitedMs: slot.waitedMs })
   }
@@ -226,7 +226,7 @@ function forwardOrShed(
       if (up !== null) endWith(up.span, r.status, {})
       ready.release()
       begun.bytesOut = r.bytesOut
-      begun.givenBack = guard.finished(admission, slot.ticket, snapshot, r)
+      begun.givenBack = guard.finished(admission, slot.ticket, snapshot.config, r)
       done(forwardOutcome(r))
     },
   })
@@ -312,7 +312,11 @@ export function createGateway(deps: GatewayDeps): Gateway {
     store: deps.store,
     onGiveBackError: (err) => logger.warn({ err }, 'a call could not be given back'),
   })
-  const delayed = createDelayer({ gate, protector, metrics: deps.metrics })
+  const delayed = createDelayer({
+    gate,
+    protector,
+    onDelayed: (result) => deps.metrics?.delayed.labels(result).inc(),
+  })
   const flow: Flow = { deps, finish, sizeDeps, guard, delayed }
 
   /**

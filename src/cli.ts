@@ -1,9 +1,9 @@
-import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { formatWarnings, loadConfigOrExit } from './process/load.js'
-import { parseFlagOverrides, type FlagOverrides } from './config/overrides.js'
-import type { ConfigProblem } from './types.js'
-import { runUpgradeReport } from './history/report-cli.js'
+import { parseFlagOverrides } from './config/flags.js'
+import type { Cli } from './process/runtime.js'
+import { version } from './version.js'
+import { runUpgradeReport } from './process/upgrade-report.js'
 import { runDemoUpstream } from './demo-upstream.js'
 
 const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]
@@ -20,22 +20,6 @@ const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream UR
   demo-upstream   a stand-in server with SeaTable-shaped answers, for a first try
   upgrade-report  the calls of the last 35 days that upgrading the server to --to would break
                   (from the running instance's admin API, else the shared store)`
-
-/** What the command line asks the server to run with. */
-export interface Cli {
-  file: string
-  flags: FlagOverrides
-  /** Flag problems, reported with the file's. */
-  problems: ConfigProblem[]
-}
-
-/** The package's version (one source: package.json). */
-export function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version: string
-  }
-  return pkg.version
-}
 
 /** `basegate check`: exit 0 when the configuration is valid, else 2 with one line per problem. */
 async function check(cli: Cli): Promise<never> {

@@ -7,7 +7,7 @@ import { runPrimary } from './process/primary.js'
 import type { Runtime } from './process/runtime.js'
 import { serveAlone } from './process/serve-alone.js'
 import { runWorker } from './process/worker.js'
-import { resolveWorkers } from './workers/count.js'
+import { resolveWorkers } from './process/worker-count.js'
 
 // The entry point: parse the command line, read the environment once, and hand the process to
 // its role (Envoy's main.go): serving alone, a primary of workers, or one of its workers.

@@ -1,5 +1,10 @@
 // The types every module shares, in one place.
 
+import type { Logger } from 'pino'
+
+/** pino's logger (observe/log.ts makes it); typed here so any room can take one. */
+export type { Logger }
+
 export type Deployment = 'cloud' | 'dedicated' | 'self-hosted'
 
 /** The five request classes of SPEC §3, in matching order. */

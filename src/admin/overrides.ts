@@ -1,32 +1,16 @@
 import type { Context, Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import { issueToProblems } from '../config/load.js'
-import { OVERRIDE_NAME, overrideBody } from '../config/schema.js'
+import { OVERRIDE_NAME, overrideBody } from '../overrides/schema.js'
+import { overrideJson } from '../overrides/view.js'
 import { buildOverride } from '../overrides/build.js'
-import type { OverrideStore } from '../quota/overrides.js'
-import type { ConfigProblem, OverrideConfig } from '../types.js'
+import type { OverrideStore } from '../config/changes.js'
+import type { ConfigProblem } from '../types.js'
 import { readAdminJson } from './teams.js'
 
 // SPEC §10: GET /v1/overrides, PUT and DELETE /v1/overrides/{name}. A change is written to the
 // store (every instance sharing it applies it on its channel message, within a second) and
 // applied here at once.
-
-/** An override as the file writes it, with where it comes from. */
-export function overrideJson(o: OverrideConfig, source: 'file' | 'api') {
-  const limits: Record<string, string[] | 'unlimited'> = {}
-  for (const [cls, rates] of Object.entries(o.limits))
-    limits[cls] = rates!.length === 0 ? 'unlimited' : rates!.map((r) => r.text)
-  return {
-    name: o.name,
-    bases: o.bases,
-    teams: o.teams,
-    clients: o.clients,
-    limits,
-    shared: o.shared,
-    mode: o.mode,
-    source,
-  }
-}
 
 export function overrideRoutes(
   app: Hono,

@@ -8,7 +8,7 @@ import { REFUSAL_OF } from '../observe/metrics.js'
 import type { ProtectState } from '../protect/protector.js'
 import type { LimiterStore, StoreKind } from '../types.js'
 import type { HistoryDeps } from './history.js'
-import { configView } from './mask.js'
+import { configView } from '../config/view.js'
 import { STATUS_PAGE } from './status-page.js'
 import { monthOf } from './teams.js'
 

@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono'
 import ipaddr from 'ipaddr.js'
 import type { ConfigHolder } from '../config/holder.js'
-import { parseUuid } from '../http/base-uuid.js'
+import { parseUuid } from '../request/base-uuid.js'
 import { windowMsOf, type Charge, type LimiterStore, type WindowState } from '../types.js'
 
 // SPEC §7: GET /v1/usage/base/{uuid} and /v1/usage/ip/{ip}, read without charging.

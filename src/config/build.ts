@@ -1,5 +1,5 @@
 import ipaddr from 'ipaddr.js'
-import { isStrictCidr } from '../http/client-ip.js'
+import { checkCidrs } from '../request/client-ip.js'
 import type {
   Config,
   ConfigProblem,
@@ -7,48 +7,17 @@ import type {
   PlanConfig,
   ProtectConfig,
   QueuedClass,
-  RateList,
   RuleConfig,
   SizeLimits,
   StoreKind,
 } from '../types.js'
-import { parseRate } from './rate.js'
+import { checkedRates } from '../limiter/rate.js'
 import { DEFAULTS as D } from './defaults.js'
 import { DEFAULT_PLANS, PRESETS } from './presets.js'
 import { QUEUED_CLASSES, type LimitsFile } from './schema.js'
-import { parseUuid } from '../http/base-uuid.js'
+import { uuids } from '../request/base-uuid.js'
 import { parseVersion } from '../history/version.js'
 import { buildOverrides } from '../overrides/build.js'
-
-function rates(value: string | string[]): RateList {
-  const list = Array.isArray(value) ? value : [value]
-  // The schema has already proven each entry parses; unlimited entries drop out.
-  return list.map(parseRate).filter((r): r is NonNullable<typeof r> => r != null)
-}
-
-/**
- * SPEC §2: two rates with the same window in one list are an error (`[100/min, 50/min]`):
- * they would share one counter and charge each call twice.
- */
-export function checkedRates(
-  problems: ConfigProblem[],
-  field: string,
-  value: string | string[]
-): RateList {
-  const list = rates(value)
-  const seen = new Set<number>()
-  for (const r of list) {
-    if (seen.has(r.windowMs)) {
-      problems.push({
-        field,
-        message: `${JSON.stringify(value)} has two rates with a window of ${r.windowMs / 1000} s; keep one (the lower)`,
-      })
-      break
-    }
-    seen.add(r.windowMs)
-  }
-  return list
-}
 
 export function isLoopback(host: string): boolean {
   if (host === 'localhost') return true
@@ -75,30 +44,6 @@ function checkUrl(
       message: `${JSON.stringify(value)} must start with ${schemes.map((s) => s + '//').join(' or ')}`,
     })
   }
-}
-
-export function checkCidrs(
-  problems: ConfigProblem[],
-  field: string,
-  list: readonly string[]
-): void {
-  list.forEach((cidr, i) => {
-    if (!isStrictCidr(cidr)) {
-      problems.push({
-        field: `${field}[${i}]`,
-        message: `${JSON.stringify(cidr)} is not an IP address or CIDR`,
-      })
-    }
-  })
-}
-
-export function uuids(problems: ConfigProblem[], field: string, list: readonly string[]): string[] {
-  return list.map((b, j) => {
-    const uuid = parseUuid(b)
-    if (uuid === null)
-      problems.push({ field: `${field}[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
-    return uuid ?? b
-  })
 }
 
 /** The store a configuration runs on (store.url and store.cluster are never both set). */

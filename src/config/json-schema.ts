@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { UUID_PATTERN } from '../http/base-uuid.js'
+import { UUID_PATTERN } from '../request/base-uuid.js'
 import { DEFAULTS } from './defaults.js'
 import { limitsFileSchema, planSchema } from './schema.js'
 

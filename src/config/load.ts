@@ -4,8 +4,9 @@ import YAML, { isScalar, Scalar, visit } from 'yaml'
 import type { $ZodIssue } from 'zod/v4/core'
 import type { Config, ConfigProblem } from '../types.js'
 import { buildConfig, ruleWarnings } from './build.js'
-import { limitsFileSchema, SET_ASIDE } from './schema.js'
-import { applyFlagsToDocument, type FlagOverrides } from './overrides.js'
+import { SET_ASIDE } from '../overrides/schema.js'
+import { limitsFileSchema } from './schema.js'
+import { applyFlagsToDocument, type FlagOverrides } from './flags.js'
 
 export type LoadResult =
   /** `warnings`: what is valid but surely not meant (a rule that can never match). */

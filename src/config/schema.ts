@@ -1,30 +1,10 @@
 import { z } from 'zod'
-import { parseRate } from './rate.js'
+import { rateValue } from '../limiter/rate.js'
+import { overrideBody, OVERRIDE_NAME } from '../overrides/schema.js'
 
 // The shape of limits.yaml as an operator writes it (snake_case, rates as text). It only
 // validates; config/build.ts turns a valid document into the Config the code uses. Keeping
 // transforms out keeps this schema exportable as JSON Schema for editors.
-
-/** A word in any case, spelled out so the pattern needs no flags (JSON Schema has none). */
-const anyCase = (w: string) => [...w].map((c) => `[${c.toLowerCase()}${c.toUpperCase()}]`).join('')
-const UNITS = ['second', 'sec', 's', 'minute', 'min', 'hour', 'day'].map(anyCase).join('|')
-/** N/unit with N ≥ 1, or unlimited: the same language as parseRate. */
-export const RATE_PATTERN = `^\\s*(?:${anyCase('unlimited')}|0*[1-9][0-9]*\\s*/\\s*(?:${UNITS}))\\s*$`
-
-const rateText = z
-  .string()
-  .regex(new RegExp(RATE_PATTERN), {
-    error: (iss) => `${JSON.stringify(iss.input)} is not a rate`,
-    abort: true,
-  })
-  // Past the pattern, only a number too large to count exactly is left to refuse.
-  .refine((s) => parseRate(s) !== undefined, {
-    error: (iss) => `${JSON.stringify(iss.input)} is not a rate`,
-  })
-  .describe('N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited')
-
-/** A rate, or a non-empty list of rates that all apply. */
-export const rateValue = z.union([rateText, z.array(rateText).min(1)])
 
 /** More processes than this is a typo, not a plan: each holds its own pools and connections. */
 export const MAX_WORKERS = 64
@@ -45,26 +25,6 @@ const rule = z.strictObject({
   limits: rateValue,
   mode: z.enum(['enforce', 'dry-run']).optional(),
 })
-
-/** SPEC §10: one override, as the file and `PUT /v1/overrides/{name}` write it. */
-export const overrideBody = z.strictObject({
-  bases: z.array(z.string()).optional(),
-  teams: z.array(z.string().min(1)).optional(),
-  clients: z.array(z.string()).optional(),
-  limits: z.strictObject({
-    account: rateValue.optional(),
-    base: rateValue.optional(),
-    auth_token: rateValue.optional(),
-    other: rateValue.optional(),
-  }),
-  shared: z.boolean().optional(),
-  mode: z.enum(['enforce', 'dry-run']).optional(),
-})
-
-/** The name a broken rule or override set aside carries (config/load.ts; the build skips it). */
-export const SET_ASIDE = '__set_aside_'
-
-export const OVERRIDE_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 
 const override = overrideBody.extend({
   name: z

@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders } from 'node:http'
-import { compilePathPattern } from '../http/path-pattern.js'
-import { pathPattern } from '../http/path-tokens.js'
+import { compilePathPattern } from '../request/path-pattern.js'
+import { pathPattern } from '../request/path-tokens.js'
 import { ENTRIES, RELEASES, type HistoryEntry, type Recognise, type Release } from './table.js'
 import { compareVersions } from './version.js'
 

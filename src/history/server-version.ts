@@ -1,5 +1,5 @@
 import { request } from 'undici'
-import type { Logger } from '../observe/log.js'
+import type { Logger } from '../types.js'
 import { parseVersion } from './version.js'
 
 const POLL_MS = 10 * 60_000

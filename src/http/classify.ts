@@ -13,8 +13,8 @@ import type {
   RequestClass,
   RuleConfig,
 } from '../types.js'
-import { baseUuidOfPath } from './base-uuid.js'
-import { compilePathPattern } from './path-pattern.js'
+import { baseUuidOfPath } from '../request/base-uuid.js'
+import { compilePathPattern } from '../request/path-pattern.js'
 
 // SPEC §3, compiled once per configuration: the per-request work is a few string compares,
 // one scan of the path's segments for a UUID, and the rules' regexes.

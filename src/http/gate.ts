@@ -1,61 +1,11 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
-import type { Snapshot } from '../config/snapshot.js'
+import type { Snapshot } from './snapshot.js'
 import { StoreError } from '../limiter/store-error.js'
 import { HISTORY, NO_HISTORY, type HistoryDecision, type Match } from '../history/match.js'
-import type { LimiterStore } from '../types.js'
 import { checkHistory } from './history-check.js'
-import { normalizePath, routeOf, splitTarget } from './normalize-path.js'
-import type { DryRun, Outcome } from './outcome.js'
-import { admit, type Admission } from './rate-limit.js'
-
-/** An answer of basegate's own, before anything reaches the upstream. */
-export interface Refusal {
-  kind: 'refuse'
-  status: number
-  /** `{"error_msg": ...}` text, or null for the bare 429. */
-  message: string | null
-  headers: OutgoingHttpHeaders | null
-  outcome: Outcome
-  /** The normalised path, when there is one (a bad path has none). */
-  path: string | null
-  admission: Admission | null
-  /** SPEC §8: what the call matched in the change history. */
-  history: HistoryDecision
-  /** SPEC §8: ids of the entries an upgrade would break (logged as api_change, counted in metrics). */
-  apiChanges: string[]
-}
-
-/** A call to forward: admitted (or over a limit in dry-run). */
-export interface Pass {
-  kind: 'pass'
-  admission: Admission
-  /** The normalised path, as forwarded. */
-  path: string
-  /** The path classified and checked: `path` without `;` path parameters (routeOf). */
-  route: string
-  query: string
-  snapshot: Snapshot
-  /** What would have been refused, when it is forwarded anyway (SPEC §2 dry-run). */
-  dryRun: DryRun | null
-  /** SPEC §8: Deprecation/Link headers and the entries for the upgrade report. */
-  history: HistoryDecision
-  /** History entries that still depend on the body (read by the request path). */
-  pendingHistory: readonly Match[]
-  /** SPEC §8: ids of the entries an upgrade would break; a body's entries join later. */
-  apiChanges: string[]
-}
-
-export type GateResult = Refusal | Pass
-
-export interface GateDeps {
-  snapshot: () => Snapshot
-  store: LimiterStore
-  now?: () => number
-  /** SPEC §8: the server's major.minor, or null while unknown. */
-  serverVersion?: () => string | null
-  /** SPEC §8: counts calls an upgrade would break (batched, never a store call per request). */
-  recorder?: { record(entryId: string, key: string, nowMs: number): void }
-}
+import { normalizePath, routeOf, splitTarget } from '../request/normalize-path.js'
+import type { Admission, DryRun, GateDeps, GateResult, Outcome, Pass, Refusal } from './call.js'
+import { admit } from './rate-limit.js'
 
 /** How many Host headers came (headersDistinct would build an object of every header per call). */
 function hostCount(raw: readonly string[]): number {

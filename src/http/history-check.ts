@@ -1,11 +1,11 @@
 import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
-import type { Snapshot } from '../config/snapshot.js'
+import type { Snapshot } from './snapshot.js'
 import { decide, HISTORY, NO_HISTORY, type HistoryDecision } from '../history/match.js'
 import type { HistoryEntry } from '../history/table.js'
-import { baseUuidOfPath } from './base-uuid.js'
-import type { GateDeps, Pass } from './gate.js'
+import { baseUuidOfPath } from '../request/base-uuid.js'
 import { readJsonBody } from './read-body.js'
+import type { GateDeps, Pass } from './call.js'
 
 // SPEC §8 on one admitted call, in one place for the gate (method, path, query) and for the
 // entries a body field decides (Move Rows to Big Data without `view_name`): what the server's

@@ -1,7 +1,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
-import { connectionTokens, HOP_BY_HOP } from './hop-by-hop.js'
+import { connectionTokens, HOP_BY_HOP } from '../request/hop-by-hop.js'
 import { sendJsonError } from './respond.js'
 
 // SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,

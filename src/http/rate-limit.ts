@@ -1,7 +1,8 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
-import type { Snapshot } from '../config/snapshot.js'
+import type { Snapshot } from './snapshot.js'
 import { monthBounds } from '../quota/month.js'
 import type { Classification, Decision, LimiterStore } from '../types.js'
+import type { Admission } from './call.js'
 import { ietfFields } from './ietf-headers.js'
 import {
   rateHeaderValues,
@@ -9,31 +10,6 @@ import {
   shadowRulesOver,
   type RateHeaderValues,
 } from './rate-headers.js'
-
-/** What the rate check made of one request. */
-export interface Admission {
-  classification: Classification
-  clientIp: string
-  /** null when no window applies (exempt, unlimited, allowed). */
-  decision: Decision | null
-  /** The window with the fewest calls left (what the headers and the log line show). */
-  window: RateHeaderValues | null
-  /** x-ratelimit-* where `headers` says, and retry-after when the call is refused for real. */
-  headers: OutgoingHttpHeaders | null
-  /** The enforced limits refuse this call (in dry-run mode it is forwarded all the same). */
-  refused: 'rate' | 'monthly' | null
-  /** Dry-run rules over their limit: logged, never refused. */
-  shadowRules: readonly string[]
-  /**
-   * The team's month, when a monthly quota applies; `used` is null when the decision did not
-   * read it (a refusal from the over-limit cache): a log line carries the true count or none.
-   */
-  monthly: { team: string; used: number | null; quota: number; refused: boolean } | null
-  /** How long the store call took (ms; null when none was made). */
-  storeMs: number | null
-  /** When it began (performance.now()), for its trace span. */
-  storeStartedMs?: number
-}
 
 /** The team month a decision charged (or refused), if any. */
 function monthlyOf(c: Classification, d: Decision): Admission['monthly'] {

@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
-import type { Refusal } from './gate.js'
+import type { Refusal } from './call.js'
 
 /** SPEC §4 error answers: `{"error_msg": "..."}` with a content-type and a length. */
 export function jsonError(

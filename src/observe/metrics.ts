@@ -1,4 +1,4 @@
-import type { OutcomeKind } from '../http/outcome.js'
+import type { OutcomeKind } from '../http/call.js'
 import type { ProtectState } from '../protect/protector.js'
 import {
   AggregatorRegistry,

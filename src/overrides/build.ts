@@ -1,6 +1,8 @@
 import { z } from 'zod'
-import { checkCidrs, checkedRates, uuids } from '../config/build.js'
-import { overrideBody, SET_ASIDE } from '../config/schema.js'
+import { checkedRates } from '../limiter/rate.js'
+import { uuids } from '../request/base-uuid.js'
+import { checkCidrs } from '../request/client-ip.js'
+import { overrideBody, SET_ASIDE } from './schema.js'
 import type { ConfigProblem, LimitedClass, OverrideConfig, RateList, TeamConfig } from '../types.js'
 
 // SPEC §10: an override as the file or `PUT /v1/overrides/{name}` writes it, checked field by

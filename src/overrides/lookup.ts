@@ -1,4 +1,4 @@
-import { firstCidrList } from '../http/client-ip.js'
+import { firstCidrList } from '../request/client-ip.js'
 import type { OverrideConfig } from '../types.js'
 
 // SPEC §10: which override applies to a call, compiled once per snapshot (with the teams'

@@ -2,7 +2,7 @@ import { createAdaptorServer } from '@hono/node-server'
 import type { Server } from 'node:http'
 import { createAdminApp, type AdminDeps } from '../admin/routes.js'
 import type { Core } from './core.js'
-import { version } from '../cli.js'
+import { version } from '../version.js'
 import type { StatusCounts } from '../observe/status-recorder.js'
 
 // The admin listener (hono on @hono/node-server): the admin API and the probes.

@@ -1,4 +1,5 @@
-import { version, type Cli } from '../cli.js'
+import { version } from '../version.js'
+import type { Cli } from './runtime.js'
 import { ConfigHolder } from '../config/holder.js'
 import { createStore, type Stores } from '../deps.js'
 import { ServerVersion } from '../history/server-version.js'

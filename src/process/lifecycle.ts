@@ -2,7 +2,7 @@ import { watch, type FSWatcher } from 'node:fs'
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { basename, dirname } from 'node:path'
-import { maskUrl } from '../admin/mask.js'
+import { maskUrl } from '../config/view.js'
 import { askServerInfo } from '../history/server-version.js'
 import type { Core } from './core.js'
 

@@ -1,5 +1,5 @@
 import { formatProblems, loadConfigFile } from '../config/load.js'
-import type { FlagOverrides } from '../config/overrides.js'
+import type { FlagOverrides } from '../config/flags.js'
 import type { Config, ConfigProblem } from '../types.js'
 
 /**

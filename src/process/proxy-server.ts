@@ -7,7 +7,7 @@ import { UpgradeRecorder } from '../history/report-store.js'
 import { holdContinue } from '../http/continue.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
 import type { Config } from '../types.js'
-import { resolveWorkers } from '../workers/count.js'
+import { resolveWorkers } from './worker-count.js'
 import type { Core } from './core.js'
 
 // The proxy port: node:http (the gateway needs Node's raw request and response: streaming,

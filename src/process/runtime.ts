@@ -1,4 +1,6 @@
 import type { Clock } from '../clock.js'
+import type { FlagOverrides } from '../config/flags.js'
+import type { ConfigProblem } from '../types.js'
 
 /**
  * What main.ts reads from the process and hands down: nothing below main.ts and cli.ts reads
@@ -16,4 +18,12 @@ export interface Runtime {
   serverInfoMs: number
   /** How often the upgrade report's counts are written (BASEGATE_REPORT_FLUSH_MS). */
   reportFlushMs: number
+}
+
+/** What the command line asks the server to run with. */
+export interface Cli {
+  file: string
+  flags: FlagOverrides
+  /** Flag problems, reported with the file's. */
+  problems: ConfigProblem[]
 }

@@ -1,4 +1,4 @@
-import type { Cli } from '../cli.js'
+import type { Cli } from './runtime.js'
 import { createLogger } from '../observe/log.js'
 import type { Config } from '../types.js'
 import { closeServer, createAdmin } from './admin-server.js'

@@ -1,8 +1,8 @@
 import cluster from 'node:cluster'
-import type { Cli } from '../cli.js'
+import type { Cli } from './runtime.js'
 import { createLogger } from '../observe/log.js'
 import type { Config } from '../types.js'
-import { receiveConfig, serveWorker } from '../workers/worker.js'
+import { receiveConfig, serveWorker } from './worker-link.js'
 import { bootCore, closeCore, type Core } from './core.js'
 import { createProxy, drainProxy, type Proxy } from './proxy-server.js'
 import type { Runtime } from './runtime.js'
@@ -53,6 +53,6 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
     await closeCore(core)
   })
   running = { core, proxy, stop }
-  // The primary owns the listener and hands this process its connections (workers/primary.ts).
+  // The primary owns the listener and hands this process its connections (worker-pool.ts).
   process.send?.({ bg: 'serving' })
 }

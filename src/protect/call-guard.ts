@@ -1,11 +1,10 @@
 import type { OutgoingHttpHeaders } from 'node:http'
-import type { Snapshot } from '../config/snapshot.js'
-import type { Admission } from '../http/rate-limit.js'
-import type { LimiterStore } from '../types.js'
+import type { Config, LimiterStore } from '../types.js'
 import { chargedUses } from './give-back.js'
 import type { Protector, SlotTicket } from './protector.js'
 import type { SlotWait } from './slots.js'
 import type { EventEmitter } from 'node:events'
+import type { Admission } from '../http/call.js'
 
 /** A call's slot: held ('granted', release it through `finished`), or none (shed, client gone). */
 export interface SlotAnswer {
@@ -109,18 +108,18 @@ export class CallGuard {
   finished(
     admission: Admission,
     ticket: SlotTicket,
-    snapshot: Snapshot,
+    config: Config,
     r: { status: number; upstreamMs: number | null }
   ): boolean {
     ticket.release(r.upstreamMs)
     this.leaveKey(admission)
-    if (r.status < 500 || snapshot.config.charge.serverErrors) return false
+    if (r.status < 500 || config.charge.serverErrors) return false
     return this.giveBack(admission) !== null
   }
 
   /** The headers of a shed call's 503: the call's rate headers and when to come back. */
-  shedHeaders(admission: Admission, snapshot: Snapshot): OutgoingHttpHeaders {
-    const seconds = Math.max(1, Math.ceil(snapshot.config.protect.queueMs / 1000))
+  shedHeaders(admission: Admission, config: Config): OutgoingHttpHeaders {
+    const seconds = Math.max(1, Math.ceil(config.protect.queueMs / 1000))
     return { ...admission.headers, 'retry-after': String(seconds) }
   }
 }

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { Gate, GateResult, Refusal } from '../http/gate.js'
-import type { Metrics } from '../observe/metrics.js'
+import type { Gate } from '../http/gate.js'
 import type { Protector } from './protector.js'
+import type { GateResult, Refusal } from '../http/call.js'
 
 /**
  * SPEC §9 delay_ms: how long a rate refusal must wait for its windows to admit again, when that
@@ -45,7 +45,8 @@ function sleepUnlessClosed(res: ServerResponse, ms: number): Promise<boolean> {
 export interface DelayDeps {
   gate: Gate
   protector: Protector
-  metrics?: Metrics
+  /** Each delayed call's second check: admitted or refused (a metric). */
+  onDelayed?: (result: 'admitted' | 'refused') => void
 }
 
 /**
@@ -75,7 +76,7 @@ export function createDelayer(deps: DelayDeps) {
     }
     const again = await gate(req)
     protector.endDelay(key, again.kind === 'pass')
-    deps.metrics?.delayed.labels(again.kind === 'pass' ? 'admitted' : 'refused').inc()
+    deps.onDelayed?.(again.kind === 'pass' ? 'admitted' : 'refused')
     return again
   }
 }

@@ -1,5 +1,5 @@
-import type { Admission } from '../http/rate-limit.js'
 import type { GiveBack } from '../types.js'
+import type { Admission } from '../http/call.js'
 
 /**
  * SPEC §9: what an admitted call charged, as give-backs: one call from every window it was

@@ -1,5 +1,5 @@
 import type { SizeLimits } from '../types.js'
-import { UUID_PATTERN } from '../http/base-uuid.js'
+import { UUID_PATTERN } from '../request/base-uuid.js'
 
 // SPEC §4's action table: a size limit is a limit on an action (list, append, update, delete
 // rows; list with SQL), held on every path by which a client of any API generation reaches

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
-import type { Snapshot } from '../config/snapshot.js'
+import type { Config } from '../types.js'
 import { sizeCheckFor, type BodyCheck } from './actions.js'
 import {
   heldThenRest,
@@ -54,10 +54,7 @@ export interface BodyCall {
 }
 
 /** This process's share of the held-body bounds (SPEC §4), from the snapshot in force. */
-export function heldLimitsOf(
-  limits: Snapshot['config']['sizeLimits'],
-  processes: number
-): HeldLimits {
+export function heldLimitsOf(limits: Config['sizeLimits'], processes: number): HeldLimits {
   const share = Math.max(1, processes)
   const memoryBytes = Math.floor(limits.bufferBytes / share)
   const spillBytes = Math.floor(limits.spillBytes / share)
@@ -86,37 +83,36 @@ function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
 export function sizedBody(
   deps: SizeDeps,
   req: IncomingMessage,
-  snapshot: Snapshot,
+  config: Config,
   at: BodyCall
 ): SizedBody | Promise<SizedBody> {
   const check = sizeCheckFor(req.method ?? 'GET', at.path)
   if (check === null) return AS_IS
   if (check.counts === 'query') {
-    const limit = snapshot.config.sizeLimits.listRows
+    const limit = config.sizeLimits.listRows
     const broken = listRowsRefusal(at.query, limit)
     if (broken === null) return AS_IS
-    if (snapshot.config.mode === 'enforce')
-      return { kind: 'refused', refusal: broken, release: NOTHING }
+    if (config.mode === 'enforce') return { kind: 'refused', refusal: broken, release: NOTHING }
     return { kind: 'forward', body: undefined, broken, release: NOTHING }
   }
-  return bodySized(deps, req, snapshot, check, at)
+  return bodySized(deps, req, config, check, at)
 }
 
 async function bodySized(
   deps: SizeDeps,
   req: IncomingMessage,
-  snapshot: Snapshot,
+  config: Config,
   check: BodyCheck,
   at: BodyCall
 ): Promise<SizedBody> {
-  const limits = snapshot.config.sizeLimits
+  const limits = config.sizeLimits
   const r = await checkSize(check, req, {
     limits,
     budget: deps.budget,
     held: heldLimitsOf(limits, deps.processes),
     client: at.client,
     timeoutMs: Math.max(0, limits.bodyTimeoutMs - at.sinceHeadMs()),
-    enforce: snapshot.config.mode === 'enforce',
+    enforce: config.mode === 'enforce',
     tmpDir: deps.tmpDir,
     onHeadPassed: at.onHeadPassed,
     setTimer: deps.setTimer,

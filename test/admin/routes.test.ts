@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/config/load.js'
 import type { LimiterStore } from '../../src/types.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { Metrics } from '../../src/observe/metrics.js'
-import { MemoryOverrideStore } from '../../src/quota/overrides.js'
+import { MemoryOverrideStore } from '../../src/config/changes.js'
 
 // createAdminApp through Hono's app.request(), as Hono's own middleware tests do.
 

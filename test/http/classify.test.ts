@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { compileClassifier } from '../../src/http/classify.js'
-import { compilePathPattern } from '../../src/http/path-pattern.js'
+import { compilePathPattern } from '../../src/request/path-pattern.js'
 
 function classifier(yaml = '') {
   const r = parseConfig(yaml, {})

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
-import { compileSnapshot } from '../../src/config/snapshot.js'
+import { compileSnapshot } from '../../src/http/snapshot.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import type { LimiterStore } from '../../src/types.js'

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { parseTeamChange } from '../../src/admin/teams.js'
-import { configView, maskUrl } from '../../src/admin/mask.js'
+import { configView, maskUrl } from '../../src/config/view.js'
 import { parseConfig } from '../../src/config/load.js'
 import { compileClassifier } from '../../src/http/classify.js'
 import { effectiveTeams, quotaOf, teamsByBase } from '../../src/quota/teams.js'

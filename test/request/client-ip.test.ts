@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createClientIpResolver } from '../../src/http/client-ip.js'
+import { createClientIpResolver } from '../../src/request/client-ip.js'
 
 const noProxies = createClientIpResolver({ trustedProxies: [], ipv6Prefix: 64 })
 const behindLb = createClientIpResolver({

@@ -1,5 +1,5 @@
-import { compileClassifier, type Classifier } from '../http/classify.js'
-import { cidrMatcher, createClientIpResolver, type ClientIpResolver } from '../http/client-ip.js'
+import { compileClassifier, type Classifier } from './classify.js'
+import { cidrMatcher, createClientIpResolver, type ClientIpResolver } from '../request/client-ip.js'
 import { effectiveTeams, teamsByBase, type Team, type TeamOverride } from '../quota/teams.js'
 import type { Config } from '../types.js'
 import { compileOverrides, type OverrideLookup } from '../overrides/lookup.js'

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis'
-import type { TeamOverride } from './teams.js'
+import type { TeamOverride } from '../quota/teams.js'
 import { keys } from '../limiter/keys.js'
 import type { LiveOverride } from '../overrides/live.js'
 

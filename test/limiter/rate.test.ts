@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { parseRate } from '../../src/config/rate.js'
+import { parseRate } from '../../src/limiter/rate.js'
 
 describe('parseRate', () => {
   it.each([

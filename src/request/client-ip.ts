@@ -1,4 +1,5 @@
 import ipaddr from 'ipaddr.js'
+import type { ConfigProblem } from '../types.js'
 
 // SPEC §6: who the client is. Built once per configuration; `clientKey` runs per request.
 
@@ -165,4 +166,20 @@ export function createClientIpResolver(opts: ClientIpOptions): ClientIpResolver 
   }
 
   return { clientIp, keyOf }
+}
+
+/** Every entry of a CIDR list a configuration names, checked strictly; problems name the entry. */
+export function checkCidrs(
+  problems: ConfigProblem[],
+  field: string,
+  list: readonly string[]
+): void {
+  list.forEach((cidr, i) => {
+    if (!isStrictCidr(cidr)) {
+      problems.push({
+        field: `${field}[${i}]`,
+        message: `${JSON.stringify(cidr)} is not an IP address or CIDR`,
+      })
+    }
+  })
 }

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os'
 import { describe, expect, it } from 'vitest'
-import { resolveWorkers } from '../../src/workers/count.js'
+import { resolveWorkers } from '../../src/process/worker-count.js'
 
 describe('resolveWorkers', () => {
   it('auto is one worker per available core, N is N', () => {

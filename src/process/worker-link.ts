@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import type { Config } from '../types.js'
-import { isToWorker, type Question } from './messages.js'
+import { isToWorker, type Question } from './worker-messages.js'
 
 /** What a worker process does for its primary. */
 export interface WorkerHooks {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { normalizePath, routeOf, splitTarget } from '../../src/http/normalize-path.js'
+import { normalizePath, routeOf, splitTarget } from '../../src/request/normalize-path.js'
 
 describe('normalizePath (SPEC §6)', () => {
   it.each([

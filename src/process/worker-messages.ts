@@ -26,7 +26,7 @@ export type ToWorker =
   | { bg: 'ask'; id: number; what: Question }
   /** SIGTERM reached the primary: drain and exit. */
   | { bg: 'drain' }
-  /** A client connection, sent with the message as its handle (workers/primary.ts). */
+  /** A client connection, sent with the message as its handle (worker-pool.ts). */
   | { bg: 'conn'; id: number }
 
 export type FromWorker =

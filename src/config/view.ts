@@ -1,5 +1,5 @@
 import type { Config, RateList } from '../types.js'
-import { overrideJson } from './overrides.js'
+import { overrideJson } from '../overrides/view.js'
 
 const MASK = '****'
 

@@ -6,15 +6,15 @@ import {
 } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
-import type { Logger } from '../observe/log.js'
-import { begin, type Finish } from '../observe/request-log.js'
-import type { Gate, Pass, Refusal } from './gate.js'
-import { statusOf, type Outcome } from './outcome.js'
-import { upstreamRequestHeaders } from './proxy.js'
-import { jsonError } from './respond.js'
-import { sizeCheckFor } from '../size/actions.js'
-import { KEY_BUSY_MESSAGE, SHED_MESSAGE, type CallGuard } from '../protect/call-guard.js'
-import type { SlotTicket } from '../protect/protector.js'
+import type { Logger } from './observe/log.js'
+import { begin, type Finish } from './observe/request-log.js'
+import type { Gate } from './http/gate.js'
+import { statusOf, type Outcome, type Pass, type Refusal } from './http/call.js'
+import { upstreamRequestHeaders } from './http/proxy.js'
+import { jsonError } from './http/respond.js'
+import { sizeCheckFor } from './size/actions.js'
+import { KEY_BUSY_MESSAGE, SHED_MESSAGE, type CallGuard } from './protect/call-guard.js'
+import type { SlotTicket } from './protect/protector.js'
 
 // SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
 // The upgrade request is rate-checked like any other; after the 101 the two sockets are
@@ -127,7 +127,7 @@ async function holdSlot(
   const givenBack = slot.givenBack === true
   if (slot.result === 'cancelled') ended({ kind: 'client_aborted', upstreamMs: null }, givenBack)
   else {
-    jsonFail(socket, 503, SHED_MESSAGE, guard.shedHeaders(admission, snapshot))
+    jsonFail(socket, 503, SHED_MESSAGE, guard.shedHeaders(admission, snapshot.config))
     ended({ kind: 'shed', waitedMs: slot.waitedMs }, givenBack)
   }
   return false
@@ -164,7 +164,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
     // The slot and the key's place go with the 101 (or whatever else answered the upgrade).
     const end = (o: Extract<Outcome, { upstreamMs: number | null }>) => {
       const r = { status: statusOf(o), upstreamMs: o.upstreamMs }
-      if (held !== null) begun.givenBack = opts.guard!.finished(admission, held, snapshot, r)
+      if (held !== null) begun.givenBack = opts.guard!.finished(admission, held, snapshot.config, r)
       done(o)
     }
     const upstreamReq = send({

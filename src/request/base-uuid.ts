@@ -1,3 +1,4 @@
+import type { ConfigProblem } from '../types.js'
 import { isTokenMarker } from './path-tokens.js'
 
 // SPEC §3: a base UUID is 8-4-4-4-12 hex with hyphens, or the same 32 hex digits without,
@@ -54,4 +55,14 @@ export function baseUuidOfPath(path: string): string | null {
     start = end + 1
   }
   return null
+}
+
+/** Base UUIDs a configuration names, in their canonical form; problems name the entry. */
+export function uuids(problems: ConfigProblem[], field: string, list: readonly string[]): string[] {
+  return list.map((b, j) => {
+    const uuid = parseUuid(b)
+    if (uuid === null)
+      problems.push({ field: `${field}[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
+    return uuid ?? b
+  })
 }

@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import type { Logger } from '../observe/log.js'
 import type { Config } from '../types.js'
-import { isFromWorker, type Answers, type Question, type ToWorker } from './messages.js'
+import { isFromWorker, type Answers, type Question, type ToWorker } from './worker-messages.js'
 
 /** A worker that does not answer a question in this time is left out of the answer. */
 const ASK_TIMEOUT_MS = 2_000
@@ -174,7 +174,7 @@ export class WorkerPool {
       }
       const timer = setTimeout(() => this.settle(id), ASK_TIMEOUT_MS)
       timer.unref()
-      // The worker answers `what` with Answers[Q] (workers/worker.ts): the IPC channel is untyped.
+      // The worker answers `what` with Answers[Q] (worker-link.ts): the IPC channel is untyped.
       this.pending.set(id, {
         answers: [],
         waiting,
