@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { formatWarnings, loadConfigOrExit } from './process/load.js'
-import { parseFlagOverrides } from './config/flags.js'
+import { parseFlags } from './config/flags.js'
 import type { Cli } from './process/runtime.js'
 import { version } from './version.js'
 import { runUpgradeReport } from './process/upgrade-report.js'
@@ -71,10 +71,10 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
     process.exit(2)
   }
   const file = args.config ?? process.env.BASEGATE_CONFIG ?? './limits.yaml'
-  const { overrides, problems } = parseFlagOverrides(args)
-  const cli: Cli = { file, flags: overrides, problems }
+  const { flags, problems } = parseFlags(args)
+  const cli: Cli = { file, flags, problems }
   if (command === 'check') return check(cli)
   if (command === 'upgrade-report')
-    return runUpgradeReport({ file, flags: overrides, env: process.env }, args.to, args.from)
+    return runUpgradeReport({ file, flags, env: process.env }, args.to, args.from)
   return cli
 }

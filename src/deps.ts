@@ -7,7 +7,7 @@ import { redisClient } from './limiter/redis-client.js'
 import { RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
-import { MemoryOverrideStore, RedisOverrideStore, type OverrideStore } from './config/changes.js'
+import { MemoryChangeStore, RedisChangeStore, type ChangeStore } from './config/changes.js'
 import { storeKindOf } from './config/build.js'
 import type { Config, LimiterStore, StoreKind } from './types.js'
 import { MemoryReportStore, RedisReportStore, type ReportStore } from './history/report-store.js'
@@ -15,7 +15,7 @@ import { MemoryReportStore, RedisReportStore, type ReportStore } from './history
 export interface Stores {
   store: LimiterStore
   /** Where the admin API's team changes live (shared through Redis when there is one). */
-  overrides: OverrideStore
+  changes: ChangeStore
   /** SPEC §8: the upgrade report's counters (shared through Redis when there is one). */
   report: ReportStore
   kind: StoreKind
@@ -36,7 +36,7 @@ export function createStore(
     )
     return {
       store: new MemoryStore(),
-      overrides: new MemoryOverrideStore(),
+      changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
       kind: 'memory',
     }
@@ -64,7 +64,7 @@ export function createStore(
   subscriber.on('error', () => {})
   return {
     store,
-    overrides: new RedisOverrideStore(client, subscriber, s.prefix),
+    changes: new RedisChangeStore(client, subscriber, s.prefix),
     report: new RedisReportStore(client, s.prefix),
     kind,
   }

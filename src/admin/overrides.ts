@@ -4,7 +4,7 @@ import { issueToProblems } from '../config/load.js'
 import { OVERRIDE_NAME, overrideBody } from '../overrides/schema.js'
 import { overrideJson } from '../overrides/view.js'
 import { buildOverride } from '../overrides/build.js'
-import type { OverrideStore } from '../config/changes.js'
+import type { ChangeStore } from '../config/changes.js'
 import type { ConfigProblem } from '../types.js'
 import { readAdminJson } from './teams.js'
 
@@ -14,9 +14,9 @@ import { readAdminJson } from './teams.js'
 
 export function overrideRoutes(
   app: Hono,
-  deps: { holder: ConfigHolder; overrides: OverrideStore }
+  deps: { holder: ConfigHolder; changes: ChangeStore }
 ): void {
-  const { holder, overrides: store } = deps
+  const { holder, changes: store } = deps
   // A read answers what the shared store holds now; with the store down, the last view.
   const refresh = () => holder.tryRefreshTeams(store)
   const list = (c: Context) => {
@@ -48,7 +48,7 @@ export function overrideRoutes(
     const teamIds = new Set(holder.current.teams.map((t) => t.id))
     const o = buildOverride(problems, '', name, parsed.data, teamIds)
     if (problems.length > 0) return invalid(c, problems)
-    await store.setLimit(name, { override: o })
+    await store.setOverride(name, { override: o })
     await holder.refreshTeams(store)
     return c.json(overrideJson(o, 'api'))
   })
@@ -60,7 +60,7 @@ export function overrideRoutes(
     const known = holder.current.overrides.all.some((o) => o.name === name)
     if (!known) return c.json({ error_msg: `${JSON.stringify(name)} is not an override` }, 404)
     // One the file names stays deleted (until the file drops it too); one of the API's goes.
-    await store.setLimit(name, inFile ? { deleted: true } : null)
+    await store.setOverride(name, inFile ? { deleted: true } : null)
     await holder.refreshTeams(store)
     return c.json({ deleted: name })
   })

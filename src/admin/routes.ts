@@ -1,7 +1,7 @@
 import { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
-import type { OverrideStore } from '../config/changes.js'
+import type { ChangeStore } from '../config/changes.js'
 import type { ConfigProblem, LimiterStore, OnStoreError, StoreKind } from '../types.js'
 import { bodyLimit } from 'hono/body-limit'
 import { bearerAuth } from './auth.js'
@@ -34,7 +34,7 @@ const MAX_ADMIN_BODY = 1_048_576
 export interface AdminDeps {
   holder: ConfigHolder
   store: LimiterStore
-  overrides: OverrideStore
+  changes: ChangeStore
   metrics: Metrics
   /** Re-reads the config file (the same path as SIGHUP and a file change). */
   reload: () => Promise<{ ok: true } | { ok: false; problems: ConfigProblem[] }>
@@ -114,11 +114,11 @@ export function createAdminApp(deps: AdminDeps): Hono {
     workersServing: deps.workers?.serving,
     renderMetrics: deps.workers?.renderMetrics,
     beforeScrape: () =>
-      refreshMonthlyGauges({ holder, store, overrides: deps.overrides, now }, metrics),
+      refreshMonthlyGauges({ holder, store, changes: deps.changes, now }, metrics),
   })
-  teamRoutes(app, { holder, store, overrides: deps.overrides, now })
+  teamRoutes(app, { holder, store, changes: deps.changes, now })
   usageRoutes(app, { holder, store, now })
-  overrideRoutes(app, { holder, overrides: deps.overrides })
+  overrideRoutes(app, { holder, changes: deps.changes })
   const history = deps.history ?? {
     serverVersion: () => null,
     report: new MemoryReportStore(),

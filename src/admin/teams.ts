@@ -2,15 +2,15 @@ import type { Context, Hono } from 'hono'
 import type { Metrics } from '../observe/metrics.js'
 import type { ConfigHolder } from '../config/holder.js'
 import { parseUuid } from '../request/base-uuid.js'
-import type { OverrideStore } from '../config/changes.js'
-import { quotaOf, type Team, type TeamOverride } from '../quota/teams.js'
+import type { ChangeStore } from '../config/changes.js'
+import { quotaOf, type Team, type TeamChange } from '../quota/teams.js'
 import { JsonBodyScanner, JsonSyntaxError } from '../size/json-count.js'
 import type { LimiterStore } from '../types.js'
 
 export interface TeamDeps {
   holder: ConfigHolder
   store: LimiterStore
-  overrides: OverrideStore
+  changes: ChangeStore
   now: () => number
 }
 
@@ -29,7 +29,7 @@ export async function monthOf(
 }
 
 export function teamRoutes(app: Hono, deps: TeamDeps): void {
-  const { holder, overrides } = deps
+  const { holder, changes } = deps
 
   async function teamJson(team: Team) {
     const m = holder.current.config.monthly.enabled
@@ -47,7 +47,7 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
    * ago may not have reached this one's subscription yet. With the store down, the last view
    * this instance had.
    */
-  const refresh = () => holder.tryRefreshTeams(overrides)
+  const refresh = () => holder.tryRefreshTeams(changes)
 
   app.get('/v1/teams', async (c) => {
     await refresh()
@@ -65,19 +65,19 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
     if ('error' in body) return c.json({ error_msg: body.error }, 400)
     const parsed = parseTeamChange(body.json, snap.config.monthly.plans, snap.teams, id)
     if ('error' in parsed) return c.json({ error_msg: parsed.error }, 400)
-    const merged: TeamOverride = { ...holder.teamOverrides.get(id), ...parsed.change }
+    const merged: TeamChange = { ...holder.teamChanges.get(id), ...parsed.change }
     const plan = merged.plan ?? fileTeam.plan
     const users = merged.users ?? fileTeam.users
-    await overrides.set(id, merged, quotaOf(snap.config.monthly.plans[plan], users))
-    holder.setTeamOverrides(await overrides.load())
+    await changes.setTeam(id, merged, quotaOf(snap.config.monthly.plans[plan], users))
+    holder.setTeamChanges(await changes.loadTeams())
     return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
   })
 
   app.delete('/v1/teams/:id', async (c) => {
     const id = c.req.param('id')
     if (!holder.current.config.monthly.teams.some((t) => t.id === id)) return notFound(c, id)
-    await overrides.delete(id)
-    holder.setTeamOverrides(await overrides.load())
+    await changes.deleteTeam(id)
+    holder.setTeamChanges(await changes.loadTeams())
     return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
   })
 }
@@ -102,11 +102,11 @@ export function parseTeamChange(
   plans: Readonly<Record<string, unknown>>,
   teams: readonly Team[],
   id: string
-): { change: TeamOverride } | { error: string } {
+): { change: TeamChange } | { error: string } {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     return { error: 'the body must be a JSON object {plan?, users?, bases?}' }
   }
-  const change: TeamOverride = {}
+  const change: TeamChange = {}
   for (const [k, v] of Object.entries(body)) {
     if (k === 'plan') {
       // Own keys only: `__proto__`, `constructor` or `toString` are not plans.

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis'
-import type { TeamOverride } from '../quota/teams.js'
+import type { TeamChange } from '../quota/teams.js'
 import { keys } from '../limiter/keys.js'
 import type { LiveOverride } from '../overrides/live.js'
 
@@ -9,39 +9,39 @@ import type { LiveOverride } from '../overrides/live.js'
  * quota applies at once), listed in a set, and announced on a channel so each instance
  * re-reads the team's bases.
  */
-export interface OverrideStore {
-  /** Every override, loaded at start and on reload. */
-  load(): Promise<Map<string, TeamOverride>>
-  set(team: string, o: TeamOverride, quota: number): Promise<void>
-  delete(team: string): Promise<void>
+export interface ChangeStore {
+  /** Every team change, loaded at start and on reload. */
+  loadTeams(): Promise<Map<string, TeamChange>>
+  setTeam(team: string, o: TeamChange, quota: number): Promise<void>
+  deleteTeam(team: string): Promise<void>
   /** SPEC §10: the overrides the admin API put or deleted, by name. */
-  loadLimits(): Promise<Map<string, LiveOverride>>
-  setLimit(name: string, value: LiveOverride | null): Promise<void>
+  loadOverrides(): Promise<Map<string, LiveOverride>>
+  setOverride(name: string, value: LiveOverride | null): Promise<void>
   /** Called when any instance changed a team or an override. */
   onChange(fn: () => void): void
   close(): Promise<void>
 }
 
-export class MemoryOverrideStore implements OverrideStore {
-  private readonly map = new Map<string, TeamOverride>()
+export class MemoryChangeStore implements ChangeStore {
+  private readonly map = new Map<string, TeamChange>()
   private readonly limits = new Map<string, LiveOverride>()
   private listener: (() => void) | null = null
-  async loadLimits() {
+  async loadOverrides() {
     return new Map(this.limits)
   }
-  async setLimit(name: string, value: LiveOverride | null) {
+  async setOverride(name: string, value: LiveOverride | null) {
     if (value === null) this.limits.delete(name)
     else this.limits.set(name, value)
     this.listener?.()
   }
-  async load() {
+  async loadTeams() {
     return new Map(this.map)
   }
-  async set(team: string, o: TeamOverride) {
+  async setTeam(team: string, o: TeamChange) {
     this.map.set(team, o)
     this.listener?.()
   }
-  async delete(team: string) {
+  async deleteTeam(team: string) {
     this.map.delete(team)
     this.listener?.()
   }
@@ -51,7 +51,7 @@ export class MemoryOverrideStore implements OverrideStore {
   async close() {}
 }
 
-export class RedisOverrideStore implements OverrideStore {
+export class RedisChangeStore implements ChangeStore {
   private readonly listKey: string
   private readonly limitsKey: string
   private readonly channel: string
@@ -71,13 +71,13 @@ export class RedisOverrideStore implements OverrideStore {
     })
   }
 
-  async load(): Promise<Map<string, TeamOverride>> {
-    const out = new Map<string, TeamOverride>()
+  async loadTeams(): Promise<Map<string, TeamChange>> {
+    const out = new Map<string, TeamChange>()
     const ids = await this.client.smembers(this.listKey)
     for (const id of ids) {
-      const h = await this.client.hgetall(this.prefix + keys.teamOverride(id))
+      const h = await this.client.hgetall(this.prefix + keys.teamChange(id))
       if (Object.keys(h).length === 0) continue
-      const o: TeamOverride = {}
+      const o: TeamChange = {}
       if (h.plan) o.plan = h.plan
       if (h.users) o.users = Number(h.users)
       if (h.bases) o.bases = JSON.parse(h.bases) as string[]
@@ -86,19 +86,19 @@ export class RedisOverrideStore implements OverrideStore {
     return out
   }
 
-  async set(team: string, o: TeamOverride, quota: number): Promise<void> {
+  async setTeam(team: string, o: TeamChange, quota: number): Promise<void> {
     const fields: Record<string, string> = { quota: String(quota) }
     if (o.plan !== undefined) fields.plan = o.plan
     if (o.users !== undefined) fields.users = String(o.users)
     if (o.bases !== undefined) fields.bases = JSON.stringify(o.bases)
-    const key = this.prefix + keys.teamOverride(team)
+    const key = this.prefix + keys.teamChange(team)
     // One transaction on the team's own key (one slot); the list and the channel follow.
     await this.client.multi().del(key).hset(key, fields).exec()
     await this.client.sadd(this.listKey, team)
     await this.client.publish(this.channel, team)
   }
 
-  async loadLimits(): Promise<Map<string, LiveOverride>> {
+  async loadOverrides(): Promise<Map<string, LiveOverride>> {
     const h = await this.client.hgetall(this.limitsKey)
     const out = new Map<string, LiveOverride>()
     for (const [name, json] of Object.entries(h)) {
@@ -112,14 +112,14 @@ export class RedisOverrideStore implements OverrideStore {
   }
 
   /** One hash for every override (one slot on a Cluster); the channel tells the others. */
-  async setLimit(name: string, value: LiveOverride | null): Promise<void> {
+  async setOverride(name: string, value: LiveOverride | null): Promise<void> {
     if (value === null) await this.client.hdel(this.limitsKey, name)
     else await this.client.hset(this.limitsKey, name, JSON.stringify(value))
     await this.client.publish(this.channel, `override:${name}`)
   }
 
-  async delete(team: string): Promise<void> {
-    await this.client.del(this.prefix + keys.teamOverride(team))
+  async deleteTeam(team: string): Promise<void> {
+    await this.client.del(this.prefix + keys.teamChange(team))
     await this.client.srem(this.listKey, team)
     await this.client.publish(this.channel, team)
   }

@@ -1,24 +1,24 @@
 import type { ConfigProblem } from '../types.js'
 
 /** SPEC §1: flags that beat the file. */
-export interface FlagOverrides {
+export interface Flags {
   port?: number
   upstream?: string
   redis?: string
 }
 
 /** Validates the raw flag values; problems name the flag. */
-export function parseFlagOverrides(flags: { port?: string; upstream?: string; redis?: string }): {
-  overrides: FlagOverrides
+export function parseFlags(raw: { port?: string; upstream?: string; redis?: string }): {
+  flags: Flags
   problems: ConfigProblem[]
 } {
   const problems: ConfigProblem[] = []
-  const overrides: FlagOverrides = {}
-  if (flags.port !== undefined) {
-    const n = Number(flags.port)
-    if (!/^\d+$/.test(flags.port) || n > 65535)
-      problems.push({ field: '--port', message: `${JSON.stringify(flags.port)} is not a port` })
-    else overrides.port = n
+  const flags: Flags = {}
+  if (raw.port !== undefined) {
+    const n = Number(raw.port)
+    if (!/^\d+$/.test(raw.port) || n > 65535)
+      problems.push({ field: '--port', message: `${JSON.stringify(raw.port)} is not a port` })
+    else flags.port = n
   }
   const url = (name: string, value: string, schemes: string[]): boolean => {
     try {
@@ -32,11 +32,11 @@ export function parseFlagOverrides(flags: { port?: string; upstream?: string; re
     })
     return false
   }
-  if (flags.upstream !== undefined && url('--upstream', flags.upstream, ['http:', 'https:']))
-    overrides.upstream = flags.upstream
-  if (flags.redis !== undefined && url('--redis', flags.redis, ['redis:', 'rediss:']))
-    overrides.redis = flags.redis
-  return { overrides, problems }
+  if (raw.upstream !== undefined && url('--upstream', raw.upstream, ['http:', 'https:']))
+    flags.upstream = raw.upstream
+  if (raw.redis !== undefined && url('--redis', raw.redis, ['redis:', 'rediss:']))
+    flags.redis = raw.redis
+  return { flags, problems }
 }
 
 /**
@@ -44,7 +44,7 @@ export function parseFlagOverrides(flags: { port?: string; upstream?: string; re
  * port against the proxy's, a URL's scheme) sees the values that will run, and a flag beats
  * the file at start and on every reload alike.
  */
-export function applyFlagsToDocument(raw: unknown, o: FlagOverrides): void {
+export function applyFlagsToDocument(raw: unknown, o: Flags): void {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return
   const doc = raw as Record<string, Record<string, unknown> | undefined>
   const section = (k: string): Record<string, unknown> => {

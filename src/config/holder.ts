@@ -1,9 +1,9 @@
 import { changedSettings, configView, type SettingChange } from './view.js'
-import type { OverrideStore } from './changes.js'
-import type { TeamOverride } from '../quota/teams.js'
+import type { ChangeStore } from './changes.js'
+import type { TeamChange } from '../quota/teams.js'
 import type { Config, ConfigProblem } from '../types.js'
 import { loadConfigFile } from './load.js'
-import type { FlagOverrides } from './flags.js'
+import type { Flags } from './flags.js'
 import { compileSnapshot, type Snapshot } from '../http/snapshot.js'
 import type { LiveOverride } from '../overrides/live.js'
 import { isLoopback } from './build.js'
@@ -68,14 +68,14 @@ function keepRunning(running: Config, next: Config): { config: Config; needsRest
  */
 export class ConfigHolder {
   private snap: Snapshot
-  private teams: ReadonlyMap<string, TeamOverride> = new Map()
+  private teams: ReadonlyMap<string, TeamChange> = new Map()
   private live: ReadonlyMap<string, LiveOverride> = new Map()
 
   constructor(
     readonly file: string,
     /** Loaded with the flags (loadConfigFile's `flags`), as every reload is. */
     config: Config,
-    private readonly flags: FlagOverrides,
+    private readonly flags: Flags,
     /** The environment `${VAR}` is expanded from, at start and on every reload. */
     private readonly env: NodeJS.ProcessEnv = {}
   ) {
@@ -86,7 +86,7 @@ export class ConfigHolder {
     return this.snap
   }
 
-  get teamOverrides(): ReadonlyMap<string, TeamOverride> {
+  get teamChanges(): ReadonlyMap<string, TeamChange> {
     return this.teams
   }
 
@@ -117,17 +117,17 @@ export class ConfigHolder {
    * Reads the team and override changes every instance shares from the store (throws when it
    * cannot).
    */
-  async refreshTeams(store: Pick<OverrideStore, 'load' | 'loadLimits'>): Promise<void> {
-    const [teams, live] = await Promise.all([store.load(), store.loadLimits()])
+  async refreshTeams(store: Pick<ChangeStore, 'loadTeams' | 'loadOverrides'>): Promise<void> {
+    const [teams, live] = await Promise.all([store.loadTeams(), store.loadOverrides()])
     this.live = live
-    this.setTeamOverrides(teams)
+    this.setTeamChanges(teams)
   }
 
   /**
    * The same, for a reader that keeps the last view while the store is down (the admin API's
    * reads): resolves to the error, or null.
    */
-  async tryRefreshTeams(store: Pick<OverrideStore, 'load' | 'loadLimits'>): Promise<unknown> {
+  async tryRefreshTeams(store: Pick<ChangeStore, 'loadTeams' | 'loadOverrides'>): Promise<unknown> {
     try {
       await this.refreshTeams(store)
       return null
@@ -141,7 +141,7 @@ export class ConfigHolder {
     return this.live
   }
 
-  setTeamOverrides(teams: ReadonlyMap<string, TeamOverride>): void {
+  setTeamChanges(teams: ReadonlyMap<string, TeamChange>): void {
     this.teams = teams
     this.snap = compileSnapshot(this.snap.config, teams, this.live)
   }

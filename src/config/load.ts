@@ -6,7 +6,7 @@ import type { Config, ConfigProblem } from '../types.js'
 import { buildConfig, ruleWarnings } from './build.js'
 import { SET_ASIDE } from '../overrides/schema.js'
 import { limitsFileSchema } from './schema.js'
-import { applyFlagsToDocument, type FlagOverrides } from './flags.js'
+import { applyFlagsToDocument, type Flags } from './flags.js'
 
 export type LoadResult =
   /** `warnings`: what is valid but surely not meant (a rule that can never match). */
@@ -208,7 +208,7 @@ export function parseConfig(
   text: string,
   env: NodeJS.ProcessEnv = {},
   fileName = 'limits.yaml',
-  flags: FlagOverrides = {}
+  flags: Flags = {}
 ): LoadResult {
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
   if (doc.errors.length > 0) {
@@ -258,7 +258,7 @@ function fieldPath(field: string): PropertyKey[] {
 export async function loadConfigFile(
   file: string,
   env: NodeJS.ProcessEnv = {},
-  flags: FlagOverrides = {}
+  flags: Flags = {}
 ): Promise<LoadResult> {
   let text: string
   try {

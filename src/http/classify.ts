@@ -173,7 +173,7 @@ function monthlyCharge(
     limit: team.quota,
     cls,
     endMs: month.endMs,
-    limitKey: keys.teamOverride(team.id),
+    limitKey: keys.teamChange(team.id),
     team: team.id,
   }
 }

@@ -1,6 +1,6 @@
 import { compileClassifier, type Classifier } from './classify.js'
 import { cidrMatcher, createClientIpResolver, type ClientIpResolver } from '../request/client-ip.js'
-import { effectiveTeams, teamsByBase, type Team, type TeamOverride } from '../quota/teams.js'
+import { effectiveTeams, teamsByBase, type Team, type TeamChange } from '../quota/teams.js'
 import type { Config } from '../types.js'
 import { compileOverrides, type OverrideLookup } from '../overrides/lookup.js'
 import { effectiveOverrides, type LiveOverride } from '../overrides/live.js'
@@ -23,10 +23,10 @@ export interface Snapshot {
 
 export function compileSnapshot(
   config: Config,
-  overrides: ReadonlyMap<string, TeamOverride> = new Map(),
+  teamChanges: ReadonlyMap<string, TeamChange> = new Map(),
   live: ReadonlyMap<string, LiveOverride> = new Map()
 ): Snapshot {
-  const teams = effectiveTeams(config, overrides)
+  const teams = effectiveTeams(config, teamChanges)
   const byBase = teamsByBase(teams)
   const limits = compileOverrides(effectiveOverrides(config.overrides, live), byBase)
   return {

@@ -37,5 +37,5 @@ export const keys = {
     `${subject}:rule:${rule}:${windowMs}${L}`,
   ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}${L}`,
   teamMonth: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
-  teamOverride: (team: string) => `{t:${team}}:team`,
+  teamChange: (team: string) => `{t:${team}}:team`,
 } as const

@@ -22,7 +22,7 @@ export function createAdmin(
     fetch: createAdminApp({
       holder,
       store: stores.store,
-      overrides: stores.overrides,
+      changes: stores.changes,
       metrics,
       storeKind: stores.kind,
       draining: () => core.draining,

@@ -39,7 +39,7 @@ export interface Core {
 export async function refreshTeams(
   core: Pick<Core, 'holder' | 'stores' | 'logger'>
 ): Promise<void> {
-  const err = await core.holder.tryRefreshTeams(core.stores.overrides)
+  const err = await core.holder.tryRefreshTeams(core.stores.changes)
   if (err !== null)
     core.logger.warn(
       { err },
@@ -125,7 +125,7 @@ export async function bootCore(
   const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
   await waitForStore(stores, logger)
   await refreshTeams(core)
-  stores.overrides.onChange(() => void refreshTeams(core))
+  stores.changes.onChange(() => void refreshTeams(core))
   serverVersion.start()
   return core
 }
@@ -134,6 +134,6 @@ export async function bootCore(
 export async function closeCore(core: Core): Promise<void> {
   core.serverVersion.stop()
   await core.tracing?.shutdown()
-  await core.stores.overrides.close().catch(() => {})
+  await core.stores.changes.close().catch(() => {})
   await core.stores.store.close().catch(() => {})
 }

@@ -1,5 +1,5 @@
 import { formatProblems, loadConfigFile } from '../config/load.js'
-import type { FlagOverrides } from '../config/flags.js'
+import type { Flags } from '../config/flags.js'
 import type { Config, ConfigProblem } from '../types.js'
 
 /**
@@ -9,7 +9,7 @@ import type { Config, ConfigProblem } from '../types.js'
 export async function loadConfigOrExit(
   file: string,
   env: NodeJS.ProcessEnv,
-  flags: FlagOverrides,
+  flags: Flags,
   flagProblems: readonly ConfigProblem[] = []
 ): Promise<{ config: Config; warnings: ConfigProblem[] }> {
   const loaded = await loadConfigFile(file, env, flags)

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js'
-import type { FlagOverrides } from '../config/flags.js'
+import type { Flags } from '../config/flags.js'
 import type { ConfigProblem } from '../types.js'
 
 /**
@@ -23,7 +23,7 @@ export interface Runtime {
 /** What the command line asks the server to run with. */
 export interface Cli {
   file: string
-  flags: FlagOverrides
+  flags: Flags
   /** Flag problems, reported with the file's. */
   problems: ConfigProblem[]
 }

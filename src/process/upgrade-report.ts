@@ -2,7 +2,7 @@ import { request } from 'undici'
 import { redisClient } from '../limiter/redis-client.js'
 import { beyondHistory, upgradeReport } from '../history/report.js'
 import { loadConfigOrExit } from './load.js'
-import type { FlagOverrides } from '../config/flags.js'
+import type { Flags } from '../config/flags.js'
 import { HISTORY } from '../history/match.js'
 import { RedisReportStore } from '../history/report-store.js'
 import { fetchServerVersion } from '../history/server-version.js'
@@ -106,7 +106,7 @@ export function formatReport(r: Report): string {
 
 /** `basegate upgrade-report --to X [--from Y] [--config FILE]`: exit 0, or 2 with the reason. */
 export async function runUpgradeReport(
-  load: { file: string; flags: FlagOverrides; env: NodeJS.ProcessEnv },
+  load: { file: string; flags: Flags; env: NodeJS.ProcessEnv },
   to: string | undefined,
   from: string | undefined
 ): Promise<never> {

@@ -4,7 +4,7 @@ import type { Config, PlanConfig, TeamConfig } from '../types.js'
 // `calls_per_user × users`. The file's teams, with the admin API's changes over them.
 
 /** What `PUT /v1/teams/{id}` may change; kept in the store, over the file's values. */
-export interface TeamOverride {
+export interface TeamChange {
   plan?: string
   users?: number
   bases?: string[]
@@ -26,13 +26,10 @@ export function quotaOf(plan: PlanConfig | undefined, users: number): number {
   return plan.calls ?? (plan.callsPerUser ?? 0) * users
 }
 
-/** The effective teams: each file team with its override applied; overrides of teams no longer in the file are ignored. */
-export function effectiveTeams(
-  config: Config,
-  overrides: ReadonlyMap<string, TeamOverride>
-): Team[] {
+/** The effective teams: each file team with its admin-API change applied; changes of teams no longer in the file are ignored. */
+export function effectiveTeams(config: Config, changes: ReadonlyMap<string, TeamChange>): Team[] {
   return config.monthly.teams.map((t: TeamConfig) => {
-    const o = overrides.get(t.id)
+    const o = changes.get(t.id)
     const plan = o?.plan !== undefined && o.plan in config.monthly.plans ? o.plan : t.plan
     const users = o?.users ?? t.users
     const bases = o?.bases ?? t.bases

@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/config/load.js'
 import type { LimiterStore } from '../../src/types.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { Metrics } from '../../src/observe/metrics.js'
-import { MemoryOverrideStore } from '../../src/config/changes.js'
+import { MemoryChangeStore } from '../../src/config/changes.js'
 
 // createAdminApp through Hono's app.request(), as Hono's own middleware tests do.
 
@@ -27,7 +27,7 @@ function app(opts: { storeUp?: boolean; onError?: 'open' | 'closed'; draining?: 
   return createAdminApp({
     holder,
     store,
-    overrides: new MemoryOverrideStore(),
+    changes: new MemoryChangeStore(),
     metrics: new Metrics(),
     storeKind: 'redis',
     draining: () => opts.draining ?? false,
