@@ -1,26 +1,27 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { Snapshot } from './http/snapshot.js'
-import { bodyHistory } from './http/history-check.js'
-import { createGate } from './http/gate.js'
-import type { DryRun, Outcome, GateResult, Pass, Refusal } from './http/call.js'
-import type { ForwardRequest, ForwardResult, Forwarder } from './http/proxy.js'
+import type { Tracer } from '@opentelemetry/api'
+import { systemClock, type Clock } from './clock.js'
+import type { DryRun, GateResult, Outcome, Pass, Refusal } from './http/call.js'
+import { sendContinue } from './http/continue.js'
+import { createGate, type Gate } from './http/gate.js'
+import { bodyHistory, pendingFields } from './http/history-check.js'
+import type { ForwardResult, Forwarder } from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
-import { createUpgradeHandler } from './websocket.js'
+import type { Snapshot } from './http/snapshot.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { begin, createFinisher, type Begun, type Finish } from './observe/request-log.js'
-import type { UsageSummary } from './observe/summary.js'
 import type { StatusRecorder } from './observe/status-recorder.js'
-import type { Tracer } from '@opentelemetry/api'
+import type { UsageSummary } from './observe/summary.js'
 import { endWith, requestSpan, upstreamSpan } from './observe/tracing.js'
-import { sendContinue } from './http/continue.js'
-import { BufferBudget } from './size/body-buffer.js'
-import { sizedBody, type SizeDeps } from './size/body.js'
-import type { LimiterStore } from './types.js'
 import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE, type SlotAnswer } from './protect/call-guard.js'
 import { createDelayer, delayMsOf } from './protect/delay.js'
 import { Protector } from './protect/protector.js'
+import { BufferBudget } from './size/body-buffer.js'
+import { sizedBody, type SizeDeps, type SizedBody } from './size/body.js'
+import type { LimiterStore } from './types.js'
+import { createUpgradeHandler } from './websocket.js'
 
 export interface GatewayDeps {
   /** The current configuration snapshot; read once per request. */
@@ -36,7 +37,8 @@ export interface GatewayDeps {
   status?: StatusRecorder
   /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
   tracer?: Tracer | null
-  now?: () => number
+  /** Every time read and timer set on the request path (the system's by default). */
+  clock?: Clock
   /** SPEC §8: the server's version, or null while unknown. */
   serverVersion?: () => string | null
   /** SPEC §8: the upgrade report's counter (batched). */
@@ -56,9 +58,30 @@ export interface Gateway {
   readonly protector: Protector
 }
 
-/** What the request path's steps share. */
+/**
+ * One request on its way through: made once as it arrives, filled in by each step of its
+ * story, read by the one finish() at its end (the log line, the metrics, the span).
+ */
+interface Call {
+  readonly req: IncomingMessage
+  readonly res: ServerResponse
+  /** The access log's own fields (SPEC §7), and what is learnt on the way out. */
+  readonly begun: Begun
+  /** What the gate made of it: set by the gate step, a Pass from the key step on. */
+  gate: GateResult | null
+  /** What a dry-run forwards anyway (a rule, a limit, a size). */
+  dryRun: DryRun | null
+  /** The body to forward (undefined: the request streams through), and how to free it. */
+  body: Extract<SizedBody, { kind: 'forward' }> | null
+  /** Its place at the server (SPEC §9). */
+  slot: SlotAnswer | null
+}
+
+/** What the steps share: the gateway's parts, made once. */
 interface Flow {
-  deps: GatewayDeps
+  deps: GatewayDeps & { clock: Clock }
+  clock: Clock
+  gate: Gate
   finish: Finish
   sizeDeps: SizeDeps
   guard: CallGuard
@@ -66,12 +89,183 @@ interface Flow {
   delayed: ReturnType<typeof createDelayer>
 }
 
-/** A call whose body is ready to forward. */
-interface Ready {
-  body: ForwardRequest['body']
-  /** Frees the held body (memory budget, temp file). */
-  release: () => void
-  dryRun: DryRun | null
+/** A step says whether the call goes on (true) or ended, answered and finished (false). */
+type Next = boolean | Promise<boolean>
+type Step = (call: Call, flow: Flow) => Next
+
+/** The call's story, top to bottom (each step below, in this order). */
+const STORY: readonly Step[] = [
+  gateStep, //     normalise, classify, count (and wait out delay_ms): 400, 429, 410, 503
+  keyShareStep, // SPEC §9 key_in_flight: 429, given back
+  bodyStep, //     SPEC §4 the checked body held whole, SPEC §8 a body's history: 400-415, 503
+  slotStep, //     SPEC §9 a slot at the server, the web UI first: 503 after queue_ms
+  forwardStep, //  to the server; its answer streams back; finish
+]
+
+/** Runs the story from `from`: synchronous until a step waits (a refusal takes no promise). */
+function tell(call: Call, flow: Flow, from: number): void | Promise<void> {
+  for (let i = from; i < STORY.length; i++) {
+    const next = STORY[i]!(call, flow)
+    if (next === false) return
+    if (next !== true) return next.then((go) => (go ? tell(call, flow, i + 1) : undefined))
+  }
+}
+
+/** The call ends here: one finish() for every exit. Returns false (the story stops). */
+function ended(call: Call, flow: Flow, outcome: Outcome): false {
+  flow.finish(call.gate!, call.begun, outcome, call.dryRun)
+  return false
+}
+
+const after = <T>(v: T | Promise<T>, next: (v: T) => Next): Next =>
+  v instanceof Promise ? v.then(next) : next(v)
+
+function gateStep(call: Call, flow: Flow): Next {
+  return after(flow.gate(call.req), (g) => judged(call, flow, g))
+}
+
+/** A pass goes on; a refusal is answered, unless SPEC §9 delay_ms lets it wait and ask again. */
+function judged(call: Call, flow: Flow, g: GateResult): Next {
+  call.gate = g
+  if (g.kind === 'pass') {
+    call.dryRun = g.dryRun
+    return true
+  }
+  // Asked synchronously: the flood's refusals that cannot wait pay nothing for delay_ms.
+  const waitMs = delayMsOf(g, flow.deps.snapshot().config.rateLimits.delayMs)
+  if (waitMs === null) return refused(call, flow, g)
+  const onWaited = (ms: number) => (call.begun.delayedMs = ms)
+  return flow.delayed(call.req, call.res, g, waitMs, onWaited).then((again) => {
+    if (again === null) return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
+    if (again.kind === 'refuse') return refused(call, flow, again)
+    return judged(call, flow, again)
+  })
+}
+
+function refused(call: Call, flow: Flow, g: Refusal): false {
+  call.gate = g
+  call.begun.bytesOut = sendRefusal(call.res, g, call.begun.requestId)
+  return ended(call, flow, g.outcome)
+}
+
+/** SPEC §9: one key's share of the server, held until the call is done. */
+function keyShareStep(call: Call, flow: Flow): Next {
+  const { admission } = call.gate as Pass
+  const busy = flow.guard.enterKey(admission)
+  if (busy === null) return true
+  return busy.then(({ headers, givenBack }) => {
+    call.begun.givenBack = givenBack
+    call.begun.bytesOut = sendJsonError(
+      call.res,
+      429,
+      KEY_BUSY_MESSAGE,
+      headers,
+      call.begun.requestId
+    )
+    return ended(call, flow, { kind: 'key_in_flight' })
+  })
+}
+
+/** SPEC §4 and §8: the body the checks and the history need, read by size/ (or streamed). */
+function bodyStep(call: Call, flow: Flow): Next {
+  const pass = call.gate as Pass
+  const { req, res, begun } = call
+  const sized = sizedBody(flow.sizeDeps, req, pass.snapshot.config, {
+    path: pass.route,
+    query: pass.query,
+    client: pass.snapshot.clientIp.keyOf(pass.admission.clientIp),
+    sinceHeadMs: () => flow.clock.monotonic() - begun.startedMs,
+    onHeadPassed: () => sendContinue(req, res),
+    fields: pendingFields(pass),
+  })
+  // A call that ended here leaves its key's place (the slot step leaves it on every other way).
+  const leaveIfEnded = (go: boolean) => (go || flow.guard.leaveKey(pass.admission), go)
+  return after(sized, (s) => after(bodyRead(call, flow, pass, s), leaveIfEnded))
+}
+
+/** What the body step said: the body to forward, or an answer of ours. */
+function bodyRead(call: Call, flow: Flow, pass: Pass, sized: SizedBody): Next {
+  const { req, res, begun } = call
+  const { admission } = pass
+  const id = begun.requestId
+  switch (sized.kind) {
+    case 'aborted':
+      return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
+    case 'unavailable':
+      // SPEC §4: a body that could not be held is not forwarded and not charged.
+      return flow.guard.giveBackNow(admission).then((givenBack) => {
+        begun.givenBack = givenBack
+        const headers = { ...admission.headers, 'retry-after': '1', connection: 'close' }
+        begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
+        return ended(call, flow, { kind: 'body_unavailable', message: sized.message })
+      })
+    case 'timeout': {
+      // SPEC §4 body_timeout_ms: the connection closes; its held bytes were freed already.
+      res.once('finish', () => req.socket.destroy())
+      const headers = { ...admission.headers, connection: 'close' }
+      begun.bytesOut = sendJsonError(res, 408, sized.message, headers, id)
+      return ended(call, flow, { kind: 'body_timeout', message: sized.message })
+    }
+    case 'refused': {
+      sized.release()
+      // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
+      res.setHeader('connection', 'close')
+      const r = sized.refusal
+      begun.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
+      return ended(call, flow, { kind: 'size_refused', ...r })
+    }
+    case 'forward':
+      if (sized.broken !== null) call.dryRun = { ...call.dryRun, size: sized.broken }
+      if (sized.fields !== undefined) bodyHistory(flow.deps, pass, begun.method, sized.fields)
+      call.body = sized
+      return true
+  }
+}
+
+/** SPEC §9: a slot at the server (the web UI's calls first; none within queue_ms: 503). */
+function slotStep(call: Call, flow: Flow): Next {
+  const pass = call.gate as Pass
+  // Synchronous when a slot is free (always, without `protect`): no promise per request.
+  return after(flow.guard.slot(pass.admission, call.res), (slot) => {
+    call.slot = slot
+    if (slot.result === 'granted') return true
+    call.body!.release()
+    call.begun.givenBack = slot.givenBack === true
+    if (slot.result === 'cancelled')
+      return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
+    const headers = flow.guard.shedHeaders(pass.admission, pass.snapshot.config)
+    call.begun.bytesOut = sendJsonError(call.res, 503, SHED_MESSAGE, headers, call.begun.requestId)
+    return ended(call, flow, { kind: 'shed', waitedMs: slot.waitedMs })
+  })
+}
+
+/** To the server; the call ends when its answer did (forwarder's done). */
+function forwardStep(call: Call, flow: Flow): false {
+  const pass = call.gate as Pass
+  const { req, res, begun } = call
+  const { admission, snapshot, history } = pass
+  const tracer = flow.deps.tracer
+  const up = tracer != null && begun.span !== undefined ? upstreamSpan(tracer, begun.span) : null
+  sendContinue(req, res)
+  flow.deps.forwarder.forward({
+    req,
+    res,
+    pathAndQuery: pass.path + pass.query,
+    extraHeaders:
+      history.headers === null ? admission.headers : { ...admission.headers, ...history.headers },
+    body: call.body!.body,
+    timeoutMs: snapshot.config.upstream.timeoutMs,
+    requestId: begun.requestId,
+    traceparent: up?.traceparent,
+    done: (r) => {
+      if (up !== null) endWith(up.span, r.status, {})
+      call.body!.release()
+      begun.bytesOut = r.bytesOut
+      begun.givenBack = flow.guard.finished(admission, call.slot!.ticket, snapshot.config, r)
+      ended(call, flow, forwardOutcome(r))
+    },
+  })
+  return false
 }
 
 /** The outcome of a forwarded call, from what the forwarder saw. */
@@ -84,7 +278,7 @@ export function forwardOutcome(r: ForwardResult): Outcome {
 }
 
 /** The size room's needs: this process's body budget, and the metrics it feeds. */
-function sizeDepsOf(deps: GatewayDeps): SizeDeps {
+function sizeDepsOf(deps: GatewayDeps, clock: Clock): SizeDeps {
   const metrics = deps.metrics
   const budget = new BufferBudget()
   // SPEC §4: the bytes held now, in memory and on disk, read at each scrape.
@@ -94,202 +288,11 @@ function sizeDepsOf(deps: GatewayDeps): SizeDeps {
     processes: deps.processes ?? 1,
     tmpDir: deps.tmpDir,
     onSpilled: () => metrics?.bodySpills.inc(),
-  }
-}
-
-/**
- * SPEC §4: the checked body, held whole (or the history's body read). Null when the call
- * ended here (refused, or the client went away), its line written.
- */
-function readBody(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  pass: Pass,
-  begun: Begun
-): Ready | null | Promise<Ready | null> {
-  // Synchronous when the body step is (an unchecked call): no promise per request.
-  const maybe = sizedBody(flow.sizeDeps, req, pass.snapshot.config, {
-    path: pass.route,
-    query: pass.query,
-    client: pass.snapshot.clientIp.keyOf(pass.admission.clientIp),
-    sinceHeadMs: () => performance.now() - begun.startedMs,
-    onHeadPassed: () => sendContinue(req, res),
-  })
-  if (maybe instanceof Promise)
-    return maybe.then((sized) => afterSized(flow, req, res, pass, begun, sized))
-  return afterSized(flow, req, res, pass, begun, maybe)
-}
-
-/** What the body step said: a refusal answered here (null), or the body to forward. */
-function afterSized(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  pass: Pass,
-  begun: Begun,
-  sized: Awaited<ReturnType<typeof sizedBody>>
-): Ready | null | Promise<Ready | null> {
-  const { admission } = pass
-  const id = begun.requestId
-  const done = (o: Outcome, dryRun: DryRun | null = pass.dryRun) =>
-    flow.finish(pass, begun, o, dryRun)
-  if (sized.kind === 'aborted') return (done({ kind: 'client_aborted', upstreamMs: null }), null)
-  if (sized.kind === 'unavailable') {
-    // SPEC §4: a body that could not be held is not forwarded and not charged.
-    return flow.guard.giveBackNow(admission).then((givenBack) => {
-      begun.givenBack = givenBack
-      const headers = { ...admission.headers, 'retry-after': '1', connection: 'close' }
-      begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
-      done({ kind: 'body_unavailable', message: sized.message })
-      return null
-    })
-  }
-  if (sized.kind === 'timeout') {
-    // SPEC §4 body_timeout_ms: the connection closes, its held bytes were freed already.
-    res.once('finish', () => req.socket.destroy())
-    const headers = { ...admission.headers, connection: 'close' }
-    begun.bytesOut = sendJsonError(res, 408, sized.message, headers, id)
-    return (done({ kind: 'body_timeout', message: sized.message }), null)
-  }
-  if (sized.kind === 'refused') {
-    sized.release()
-    const r = sized.refusal
-    // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
-    res.setHeader('connection', 'close')
-    begun.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
-    return (done({ kind: 'size_refused', ...r }), null)
-  }
-  const dryRun = sized.broken === null ? pass.dryRun : { ...pass.dryRun, size: sized.broken }
-  if (pass.pendingHistory.length > 0 && sized.body === undefined) {
-    sendContinue(req, res)
-    return bodyHistory(flow.deps, req, pass).then((read) => {
-      if (read === null) return (done({ kind: 'client_aborted', upstreamMs: null }, dryRun), null)
-      return { body: read.body, release: sized.release, dryRun }
-    })
-  }
-  return { body: sized.body, release: sized.release, dryRun }
-}
-
-/** SPEC §9: a slot at the server (the web UI's calls first; none within queue_ms → 503), then forwarded. */
-function toServer(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  pass: Pass,
-  begun: Begun,
-  ready: Ready
-): void | Promise<void> {
-  // Synchronous when a slot is free (always, without `protect`): no promise per request.
-  const maybe = flow.guard.slot(pass.admission, res)
-  if (maybe instanceof Promise)
-    return maybe.then((slot) => forwardOrShed(flow, req, res, pass, begun, ready, slot))
-  forwardOrShed(flow, req, res, pass, begun, ready, maybe)
-}
-
-function forwardOrShed(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  pass: Pass,
-  begun: Begun,
-  ready: Ready,
-  slot: SlotAnswer
-): void {
-  const { admission, snapshot } = pass
-  const { guard } = flow
-  const done = (o: Outcome) => flow.finish(pass, begun, o, ready.dryRun)
-  if (slot.result !== 'granted') {
-    ready.release()
-    begun.givenBack = slot.givenBack === true
-    if (slot.result === 'cancelled') return done({ kind: 'client_aborted', upstreamMs: null })
-    const headers = guard.shedHeaders(admission, snapshot.config)
-    begun.bytesOut = sendJsonError(res, 503, SHED_MESSAGE, headers, begun.requestId)
-    return done({ kind: 'shed', waitedMs: slot.waitedMs })
-  }
-  const tracer = flow.deps.tracer
-  const up = tracer != null && begun.span !== undefined ? upstreamSpan(tracer, begun.span) : null
-  sendContinue(req, res)
-  flow.deps.forwarder.forward({
-    req,
-    res,
-    pathAndQuery: pass.path + pass.query,
-    extraHeaders:
-      pass.history.headers === null
-        ? admission.headers
-        : { ...admission.headers, ...pass.history.headers },
-    body: ready.body,
-    timeoutMs: snapshot.config.upstream.timeoutMs,
-    requestId: begun.requestId,
-    traceparent: up?.traceparent,
-    done: (r) => {
-      if (up !== null) endWith(up.span, r.status, {})
-      ready.release()
-      begun.bytesOut = r.bytesOut
-      begun.givenBack = guard.finished(admission, slot.ticket, snapshot.config, r)
-      done(forwardOutcome(r))
+    setTimer: (fn, ms) => {
+      const t = clock.setTimer(fn, ms)
+      return () => t.cancel()
     },
-  })
-}
-
-/** SPEC §9 delay_ms, asked synchronously: the flood's refusals that cannot wait pay nothing. */
-function afterGate(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  begun: Begun,
-  g: GateResult
-): void | Promise<void> {
-  if (g.kind === 'pass') return admitted(flow, req, res, begun, g)
-  const waitMs = delayMsOf(g, flow.deps.snapshot().config.rateLimits.delayMs)
-  if (waitMs === null) return refused(flow, res, begun, g)
-  return flow
-    .delayed(req, res, g, waitMs, (ms) => (begun.delayedMs = ms))
-    .then((after) => {
-      if (after === null) return flow.finish(g, begun, { kind: 'client_aborted', upstreamMs: null })
-      return after.kind === 'refuse'
-        ? refused(flow, res, begun, after)
-        : admitted(flow, req, res, begun, after)
-    })
-}
-
-function refused(flow: Flow, res: ServerResponse, begun: Begun, g: Refusal): void {
-  begun.bytesOut = sendRefusal(res, g, begun.requestId)
-  flow.finish(g, begun, g.outcome)
-}
-
-function admitted(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  begun: Begun,
-  g: Pass
-): void | Promise<void> {
-  // SPEC §9: one key's share of the server, held until the call is done.
-  const busy = flow.guard.enterKey(g.admission)
-  if (busy !== null) {
-    return busy.then(({ headers, givenBack }) => {
-      begun.givenBack = givenBack
-      begun.bytesOut = sendJsonError(res, 429, KEY_BUSY_MESSAGE, headers, begun.requestId)
-      flow.finish(g, begun, { kind: 'key_in_flight' })
-    })
   }
-  const maybe = readBody(flow, req, res, g, begun)
-  if (maybe instanceof Promise)
-    return maybe.then((ready) => withBody(flow, req, res, begun, g, ready))
-  return withBody(flow, req, res, begun, g, maybe)
-}
-
-function withBody(
-  flow: Flow,
-  req: IncomingMessage,
-  res: ServerResponse,
-  begun: Begun,
-  g: Pass,
-  ready: Ready | null
-): void | Promise<void> {
-  if (ready === null) return flow.guard.leaveKey(g.admission)
-  return toServer(flow, req, res, g, begun, ready)
 }
 
 /** Nothing a request does may crash the process; the client gets a 500 or a closed socket. */
@@ -299,40 +302,37 @@ function requestFailed(logger: Logger, res: ServerResponse, err: unknown): void 
   else res.destroy()
 }
 
-/** The request's way through: gate → size check → forward, and one finish() at every exit. */
+/** The gateway: its parts made once, and each request's Call told its story. */
 export function createGateway(deps: GatewayDeps): Gateway {
   const { logger } = deps
-  const gate = createGate(deps)
-  const finish = createFinisher(deps)
-  const sizeDeps = sizeDepsOf(deps)
-  const protector = new Protector(() => deps.snapshot().config.protect, deps.processes ?? 1)
+  const clock = deps.clock ?? systemClock
+  const gateDeps = { ...deps, clock }
+  const gate = createGate(gateDeps)
+  const finish = createFinisher({ ...deps, clock })
+  const protector = new Protector(() => deps.snapshot().config.protect, deps.processes ?? 1, clock)
   deps.metrics?.watchProtect(() => protector.state())
   const guard = new CallGuard({
     protector,
     store: deps.store,
+    clock,
     onGiveBackError: (err) => logger.warn({ err }, 'a call could not be given back'),
   })
   const delayed = createDelayer({
     gate,
     protector,
+    clock,
     onDelayed: (result) => deps.metrics?.delayed.labels(result).inc(),
   })
-  const flow: Flow = { deps, finish, sizeDeps, guard, delayed }
+  const sizeDeps = sizeDepsOf(deps, clock)
+  const flow: Flow = { deps: gateDeps, clock, gate, finish, sizeDeps, guard, delayed }
 
-  /**
-   * Every step is synchronous until it needs I/O (issue #26): a refusal from the over-limit
-   * cache is answered and logged in this call, with no promise made.
-   */
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     try {
-      const begun = begin(req)
+      const begun = begin(req, clock)
       if (deps.tracer != null) begun.span = requestSpan(deps.tracer, req)
-      const g = gate(req)
-      const next =
-        g instanceof Promise
-          ? g.then((r) => afterGate(flow, req, res, begun, r))
-          : afterGate(flow, req, res, begun, g)
-      if (next instanceof Promise) next.catch((err: unknown) => requestFailed(logger, res, err))
+      const call: Call = { req, res, begun, gate: null, dryRun: null, body: null, slot: null }
+      const told = tell(call, flow, 0)
+      if (told instanceof Promise) told.catch((err: unknown) => requestFailed(logger, res, err))
     } catch (err) {
       requestFailed(logger, res, err)
     }
@@ -344,6 +344,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     gate,
     finish,
     guard,
+    clock,
   })
   return { handleRequest, handleUpgrade: upgrade.handle, tunnels: upgrade.tunnels, protector }
 }

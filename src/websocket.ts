@@ -6,6 +6,7 @@ import {
 } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
+import type { Clock } from './clock.js'
 import type { Logger } from './observe/log.js'
 import { begin, type Finish } from './observe/request-log.js'
 import type { Gate } from './http/gate.js'
@@ -75,6 +76,7 @@ export interface UpgradeOptions {
   finish: Finish
   /** SPEC §9: an upgrade holds a slot at the server until its 101 (or its answer). */
   guard?: CallGuard
+  clock: Clock
 }
 
 /** After the 101: each side's early bytes to the other, then the two sockets piped together. */
@@ -140,7 +142,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
   const tunnels = new Set<Duplex>()
 
   async function run(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const begun = begin(req)
+    const begun = begin(req, opts.clock)
     const { method, startedMs } = begun
     socket.on('error', () => socket.destroy())
     const g = await opts.gate(req)
@@ -152,7 +154,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
     const done = (outcome: Outcome) => opts.finish(g, begun, outcome)
     // Issue #11: an Upgrade header must not carry a call past the size checks. Only the
     // service's real-time socket upgrades; a checked endpoint never does.
-    if (sizeCheckFor(method, path) !== null) {
+    if (sizeCheckFor(method, g.route) !== null) {
       jsonFail(socket, 400, NOT_HERE, admission.headers)
       return done({ kind: 'size_refused', status: 400, message: NOT_HERE })
     }
@@ -190,11 +192,11 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       end({
         kind: 'forwarded',
         status: res.statusCode ?? 0,
-        upstreamMs: performance.now() - startedMs,
+        upstreamMs: opts.clock.monotonic() - startedMs,
       })
     })
     upstreamReq.on('upgrade', (res, upstreamSocket, upstreamHead) => {
-      const upstreamMs = performance.now() - startedMs
+      const upstreamMs = opts.clock.monotonic() - startedMs
       upstreamReq.setTimeout(0)
       socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
       joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels)

@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders } from 'node:http'
+import type { Clock } from '../clock.js'
 import type { Snapshot } from './snapshot.js'
 import type { HistoryDecision, Match } from '../history/match.js'
 import type { SizeRefusal } from '../size/check.js'
@@ -141,7 +142,8 @@ export type GateResult = Refusal | Pass
 export interface GateDeps {
   snapshot: () => Snapshot
   store: LimiterStore
-  now?: () => number
+  /** The clock the windows count on (the store's own, for Redis, decides the buckets). */
+  clock: Clock
   /** SPEC §8: the server's major.minor, or null while unknown. */
   serverVersion?: () => string | null
   /** SPEC §8: counts calls an upgrade would break (batched, never a store call per request). */

@@ -50,7 +50,7 @@ export type Gate = (req: IncomingMessage) => GateResult | Promise<GateResult>
  * nothing and logs nothing. Synchronous when the store decides without I/O (issue #26).
  */
 export function createGate(deps: GateDeps): Gate {
-  const now = deps.now ?? Date.now
+  const clock = deps.clock
   return function gate(req) {
     const snapshot = deps.snapshot()
     const { path: rawPath, query } = splitTarget(req.url ?? '/')
@@ -69,7 +69,7 @@ export function createGate(deps: GateDeps): Gate {
     }
     let admitted: Admission | Promise<Admission>
     try {
-      admitted = admit(snapshot, deps.store, req, route, now())
+      admitted = admit(snapshot, deps.store, req, route, clock)
     } catch (err) {
       return storeDown(err, path)
     }

@@ -1,10 +1,7 @@
-import type { IncomingMessage } from 'node:http'
-import type { Readable } from 'node:stream'
 import type { Snapshot } from './snapshot.js'
 import { decide, HISTORY, NO_HISTORY, type HistoryDecision } from '../history/match.js'
 import type { HistoryEntry } from '../history/table.js'
 import { baseUuidOfPath } from '../request/base-uuid.js'
-import { readJsonBody } from './read-body.js'
 import type { GateDeps, Pass } from './call.js'
 
 // SPEC §8 on one admitted call, in one place for the gate (method, path, query) and for the
@@ -24,38 +21,32 @@ export function checkHistory(
   const server = deps.serverVersion?.() ?? null
   const h = decide(HISTORY, entries, server, { removed, deprecationHeaders }, { ...req, uuid })
   if (h.breaking.length > 0 && deps.recorder !== undefined) {
-    const nowMs = (deps.now ?? Date.now)()
+    const nowMs = deps.clock.now()
     for (const e of h.breaking) deps.recorder.record(e.id, req.key, nowMs)
   }
   return h
 }
 
 /**
- * The entries that depend on the body: it is read (up to max_body_bytes) and forwarded as
- * read; what it matches joins the call's `apiChanges`. Null when the client left.
+ * The entries that depend on the body (SPEC §8: Move Rows to Big Data without `view_name`), once
+ * the body step read which of their fields it names; what they match joins the call's
+ * `apiChanges`. A body that is not a JSON object (`named` null) matches none: the server judges it.
  */
-export async function bodyHistory(
+export function bodyHistory(
   deps: GateDeps,
-  req: IncomingMessage,
-  g: Pass
-): Promise<{ body: Buffer | Readable } | null> {
-  const read = await readJsonBody(req, g.snapshot.config.sizeLimits.maxBodyBytes)
-  if (read.kind === 'aborted') return null
-  // Too large to look at: forwarded as it comes, unrecognised.
-  if (read.kind === 'too_large') return { body: read.rest }
-  const json = read.json
-  // Not a JSON object: the server judges it; the change is about a field of one.
-  const isObject = json !== null && typeof json === 'object' && !Array.isArray(json)
-  const lacking = isObject
-    ? g.pendingHistory.filter((m) => !(m.bodyWithout! in json)).map((m) => m.entry)
-    : []
+  g: Pass,
+  method: string,
+  named: ReadonlySet<string> | null
+): void {
+  if (named === null) return
+  const lacking = g.pendingHistory.filter((m) => !named.has(m.bodyWithout!)).map((m) => m.entry)
   const key = g.admission.classification.key
-  const h = checkHistory(
-    deps,
-    g.snapshot,
-    { method: req.method ?? 'GET', path: g.route, key },
-    lacking
-  )
+  const h = checkHistory(deps, g.snapshot, { method, path: g.route, key }, lacking)
   for (const e of h.breaking) g.apiChanges.push(e.id)
-  return { body: read.body }
+}
+
+/** The fields the entries pending on a call's body ask about. */
+export function pendingFields(g: Pass): readonly string[] | undefined {
+  if (g.pendingHistory.length === 0) return undefined
+  return [...new Set(g.pendingHistory.map((m) => m.bodyWithout!))]
 }

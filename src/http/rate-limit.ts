@@ -1,4 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
+import type { Clock } from '../clock.js'
 import type { Snapshot } from './snapshot.js'
 import { monthBounds } from '../quota/month.js'
 import type { Classification, Decision, LimiterStore } from '../types.js'
@@ -33,8 +34,9 @@ export function admit(
   store: LimiterStore,
   req: IncomingMessage,
   path: string,
-  nowMs: number
+  clock: Clock
 ): Admission | Promise<Admission> {
+  const nowMs = clock.now()
   const { clientIp: resolver, classifier, allowClient } = snapshot
   const clientIp = resolver.clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'])
   const classification = classifier.classify(
@@ -63,11 +65,11 @@ export function admit(
       storeMs: null,
     }
   }
-  const started = performance.now()
+  const started = clock.monotonic()
   const decided = store.consume(charges, nowMs)
-  if (!(decided instanceof Promise))
-    return admissionOf(snapshot, classification, clientIp, decided, started)
-  return decided.then((d) => admissionOf(snapshot, classification, clientIp, d, started))
+  const of = (d: Decision) =>
+    admissionOf(snapshot, classification, clientIp, d, started, clock.monotonic() - started)
+  return decided instanceof Promise ? decided.then(of) : of(decided)
 }
 
 /** What a decision makes of the call: its headers, its refusal, its month. */
@@ -76,11 +78,11 @@ function admissionOf(
   classification: Classification,
   clientIp: string,
   decision: Decision,
-  started: number
+  started: number,
+  storeMs: number
 ): Admission {
   const { config } = snapshot
   const charges = classification.charges
-  const storeMs = performance.now() - started
   const window = rateHeaderValues(decision, charges)
   const monthly = monthlyOf(classification, decision)
   const headers = classification.emitHeaders ? rateHeaders(config, decision, charges, window) : null

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import type { Clock } from '../clock.js'
 import type { DryRun, Outcome, GateResult, Admission } from '../http/call.js'
 import { statusOf } from '../http/call.js'
 import type { Logger } from './log.js'
@@ -29,7 +30,7 @@ interface Finished {
  */
 export interface Begun {
   method: string
-  /** performance.now() when the request arrived. */
+  /** The clock's monotonic time when the request arrived. */
   startedMs: number
   /** The client's `x-request-id` when it is a plain token of at most 128 characters, else a new one. */
   requestId: string
@@ -62,14 +63,14 @@ function newRequestId(): string {
 }
 
 /** The access-log record of a request as it arrives. */
-export function begin(req: IncomingMessage): Begun {
+export function begin(req: IncomingMessage, clock: Clock): Begun {
   const given = req.headers['x-request-id']
   const ua = req.headers['user-agent']
   const declared = req.headers['content-length']
   const peer = req.socket.remoteAddress ?? ''
   return {
     method: req.method ?? 'GET',
-    startedMs: performance.now(),
+    startedMs: clock.monotonic(),
     // A malformed id is replaced, never logged: it could carry anything.
     requestId: typeof given === 'string' && SANE_ID.test(given) ? given : newRequestId(),
     userAgent: ua === undefined ? undefined : ua.length > 200 ? ua.slice(0, 200) : ua,
@@ -147,7 +148,7 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
 /** The request's summary entry and metrics. */
 function count(
   f: Finished,
-  deps: { metrics?: Metrics; summary?: UsageSummary; status?: StatusRecorder }
+  deps: { metrics?: Metrics; summary?: UsageSummary; status?: StatusRecorder; clock: Clock }
 ): void {
   const { metrics, summary, status } = deps
   const adm = f.admission
@@ -159,7 +160,7 @@ function count(
     cls,
     f.dryRun !== null && o.kind === 'forwarded' ? 'dry_run' : o.kind,
     adm?.classification.key,
-    Date.now()
+    deps.clock.now()
   )
   if (m !== null && m.used !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {
@@ -190,7 +191,7 @@ function traced(tracer: Tracer, f: Finished, status: number): void {
 }
 
 /** The fields every line has, in the order pino writes them. */
-function commonFields(f: Finished, status: number) {
+function commonFields(f: Finished, status: number, nowMono: number) {
   const adm = f.admission
   const w = adm?.window ?? null
   const m = adm?.monthly ?? null
@@ -209,7 +210,7 @@ function commonFields(f: Finished, status: number) {
     outcome: f.outcome.kind,
     store_ms: adm?.storeMs == null ? undefined : round2(adm.storeMs),
     store_time: adm?.decision?.storeMs,
-    duration_ms: round2(performance.now() - f.begun.startedMs),
+    duration_ms: round2(nowMono - f.begun.startedMs),
     delayed_ms: f.begun.delayedMs === undefined ? undefined : round2(f.begun.delayedMs),
   }
 }
@@ -237,6 +238,8 @@ export function createFinisher(deps: {
   summary?: UsageSummary
   status?: StatusRecorder
   tracer?: Tracer | null
+  /** The log line's duration and the status page's minute. */
+  clock: Clock
 }) {
   const { logger } = deps
   // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).
@@ -247,7 +250,7 @@ export function createFinisher(deps: {
     const quiet = o.kind === 'forwarded' && f.dryRun === null && status < 500 && !f.begun.givenBack
     // A 429 carries no fields of its own: a flood's lines take the prepared path too.
     const refusal = (o.kind === 'rate_limited' || o.kind === 'monthly_limited') && f.dryRun === null
-    const common = commonFields(f, status)
+    const common = commonFields(f, status, deps.clock.monotonic())
     if ((quiet || refusal) && plain !== null) {
       // The hot path: the one object, completed in place (no copy per request).
       const line = common as PlainLine

@@ -96,7 +96,7 @@ export function createProxy(core: Core): Proxy {
     summary: core.summary,
     status: core.status,
     tracer: core.tracing?.tracer ?? null,
-    now: () => core.runtime.clock.now(),
+    clock: core.runtime.clock,
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
     processes: resolveWorkers(config.workers),
   })

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { OutgoingHttpHeaders } from 'node:http'
 import type { Config, LimiterStore } from '../types.js'
 import { chargedUses } from './give-back.js'
@@ -25,6 +26,8 @@ export const KEY_BUSY_MESSAGE = 'too many calls of this key are in progress'
 export interface CallGuardDeps {
   protector: Protector
   store: LimiterStore
+  /** How long a call waited for its slot. */
+  clock: Clock
   /** A give-back that failed (the store down): logged; the calls stay counted, which can only refuse. */
   onGiveBackError?: (err: unknown) => void
 }
@@ -88,12 +91,12 @@ export class CallGuard {
     ticket: SlotTicket,
     pending: Promise<SlotWait>
   ): Promise<SlotAnswer> {
-    const started = performance.now()
+    const started = this.deps.clock.monotonic()
     const onClose = () => ticket.cancel()
     client.once('close', onClose)
     const result = await pending
     client.off('close', onClose)
-    const waitedMs = performance.now() - started
+    const waitedMs = this.deps.clock.monotonic() - started
     if (result === 'granted') return { ticket, result, waitedMs }
     this.leaveKey(admission)
     const back = this.giveBack(admission)

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Gate } from '../http/gate.js'
 import type { Protector } from './protector.js'
@@ -27,14 +28,14 @@ export function delayMsOf(g: Refusal, delayMs: number): number | null {
   return wait <= delayMs ? Math.max(0, wait) : null
 }
 
-/** Waits `ms`; true when the client went away first (then at once). */
-function sleepUnlessClosed(res: ServerResponse, ms: number): Promise<boolean> {
+/** Waits `ms` on the clock; true when the client went away first (then at once). */
+function sleepUnlessClosed(clock: Clock, res: ServerResponse, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
     const onClose = () => {
-      clearTimeout(timer)
+      timer.cancel()
       resolve(true)
     }
-    const timer = setTimeout(() => {
+    const timer = clock.setTimer(() => {
       res.off('close', onClose)
       resolve(false)
     }, ms)
@@ -45,6 +46,7 @@ function sleepUnlessClosed(res: ServerResponse, ms: number): Promise<boolean> {
 export interface DelayDeps {
   gate: Gate
   protector: Protector
+  clock: Clock
   /** Each delayed call's second check: admitted or refused (a metric). */
   onDelayed?: (result: 'admitted' | 'refused') => void
 }
@@ -57,7 +59,7 @@ export interface DelayDeps {
  * went away while it waited; `onWaited` gets how long it waited.
  */
 export function createDelayer(deps: DelayDeps) {
-  const { gate, protector } = deps
+  const { gate, protector, clock } = deps
   return async function delayed(
     req: IncomingMessage,
     res: ServerResponse,
@@ -67,9 +69,9 @@ export function createDelayer(deps: DelayDeps) {
   ): Promise<GateResult | null> {
     const key = g.admission?.classification.key
     if (key === undefined || !protector.startDelay(key)) return g
-    const started = performance.now()
-    const left = await sleepUnlessClosed(res, waitMs)
-    onWaited(performance.now() - started)
+    const started = clock.monotonic()
+    const left = await sleepUnlessClosed(clock, res, waitMs)
+    onWaited(clock.monotonic() - started)
     if (left) {
       protector.endDelay(key, null)
       return null

@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js'
 import type { ProtectConfig, QueuedClass, RequestClass } from '../types.js'
 import { AdaptiveCeiling } from './gradient.js'
 import { InFlightSlots, type SlotWait } from './slots.js'
@@ -59,12 +60,13 @@ export class Protector {
     private readonly config: () => ProtectConfig,
     /** Processes sharing the instance's ceiling (workers): each holds its share. */
     private readonly processes = 1,
-    private readonly now: () => number = () => performance.now()
+    private readonly clock: Clock = systemClock
   ) {
     this.slots = new InFlightSlots({
       ceiling: () => this.ceiling(),
       priority: () => this.config().priority,
       maxWaiting: () => this.maxWaiting(),
+      clock,
     })
   }
 
@@ -87,7 +89,7 @@ export class Protector {
   /** `auto`'s controller; under a fixed ceiling it only measures (the queue bound, the metrics). */
   private controller(): AdaptiveCeiling {
     const min = this.share(this.config().minInFlight)
-    if (this.auto === null) this.auto = new AdaptiveCeiling(min, this.now())
+    if (this.auto === null) this.auto = new AdaptiveCeiling(min, this.clock.monotonic())
     else this.auto.setMin(min)
     return this.auto
   }
@@ -133,7 +135,7 @@ export class Protector {
       release: (upstreamMs) => {
         if (!held) return
         held = false
-        if (upstreamMs !== null) this.controller().sample(upstreamMs, this.now())
+        if (upstreamMs !== null) this.controller().sample(upstreamMs, this.clock.monotonic())
         this.slots.release(cls)
       },
     }

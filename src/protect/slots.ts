@@ -1,3 +1,4 @@
+import type { Clock, Timer } from '../clock.js'
 import type { QueuedClass } from '../types.js'
 
 /** How a wait for a slot ended. */
@@ -6,7 +7,7 @@ export type SlotWait = 'granted' | 'shed' | 'cancelled'
 interface Waiter {
   cls: QueuedClass
   settle: (r: SlotWait) => void
-  timer: NodeJS.Timeout | null
+  timer: Timer | null
   /** Set once settled: a cancelled waiter stays in its queue until it reaches the head. */
   done: boolean
 }
@@ -56,6 +57,8 @@ export interface SlotOptions {
    * place to the arrival, or the arrival is shed at once (the queue's memory is bounded).
    */
   maxWaiting: () => number
+  /** queue_ms's timers. */
+  clock: Clock
 }
 
 /**
@@ -105,7 +108,7 @@ export class InFlightSlots {
     const result = new Promise<SlotWait>((resolve) => {
       w = { cls, settle: resolve, timer: null, done: false }
     })
-    w.timer = setTimeout(() => this.settle(w, 'shed'), ms)
+    w.timer = this.opts.clock.setTimer(() => this.settle(w, 'shed'), ms)
     this.queueOf(cls).push(w)
     this.waitingTotal++
     return { result, cancel: () => this.settle(w, 'cancelled') }
@@ -162,7 +165,7 @@ export class InFlightSlots {
   private settle(w: Waiter, r: SlotWait): void {
     if (w.done) return
     w.done = true
-    if (w.timer !== null) clearTimeout(w.timer)
+    if (w.timer !== null) w.timer.cancel()
     this.waitingTotal--
     const q = this.queues.get(w.cls)
     if (q !== undefined) q.live--

@@ -9,7 +9,13 @@ import {
   type HeldBound,
   type HeldLimits,
 } from './body-buffer.js'
-import { checkSize, listRowsRefusal, type SizeRefusal } from './check.js'
+import {
+  checkSize,
+  listRowsRefusal,
+  readFields,
+  type SizeContext,
+  type SizeRefusal,
+} from './check.js'
 
 // The size room's one door for the request path: after the gate admitted a call, check its
 // action's size limit and hand back what to forward. The forwarder knows nothing of sizes.
@@ -21,6 +27,8 @@ export type SizedBody =
       body: Readable | Iterable<Buffer> | AsyncIterable<Buffer> | undefined
       broken: SizeRefusal | null
       release: () => void
+      /** SPEC §8: of the fields the call asked about, those its JSON body names (null: not JSON). */
+      fields?: ReadonlySet<string> | null
     }
   | { kind: 'refused'; refusal: SizeRefusal; release: () => void }
   | { kind: 'aborted' }
@@ -51,6 +59,11 @@ export interface BodyCall {
   sinceHeadMs: () => number
   /** SPEC §4: every check the head allows passed; the body is about to be read (100 Continue). */
   onHeadPassed?: () => void
+  /**
+   * SPEC §8: top-level fields of a JSON body the change history asks about (a call with no
+   * size check): the body is then read and held as a checked one is, and forwarded as read.
+   */
+  fields?: readonly string[]
 }
 
 /** This process's share of the held-body bounds (SPEC §4), from the snapshot in force. */
@@ -87,7 +100,8 @@ export function sizedBody(
   at: BodyCall
 ): SizedBody | Promise<SizedBody> {
   const check = sizeCheckFor(req.method ?? 'GET', at.path)
-  if (check === null) return AS_IS
+  if (check === null)
+    return at.fields === undefined ? AS_IS : bodySized(deps, req, config, null, at)
   if (check.counts === 'query') {
     const limit = config.sizeLimits.listRows
     const broken = listRowsRefusal(at.query, limit)
@@ -102,11 +116,11 @@ async function bodySized(
   deps: SizeDeps,
   req: IncomingMessage,
   config: Config,
-  check: BodyCheck,
+  check: BodyCheck | null,
   at: BodyCall
 ): Promise<SizedBody> {
   const limits = config.sizeLimits
-  const r = await checkSize(check, req, {
+  const ctx: SizeContext = {
     limits,
     budget: deps.budget,
     held: heldLimitsOf(limits, deps.processes),
@@ -116,7 +130,9 @@ async function bodySized(
     tmpDir: deps.tmpDir,
     onHeadPassed: at.onHeadPassed,
     setTimer: deps.setTimer,
-  })
+  }
+  const r =
+    check === null ? await readFields(req, ctx, at.fields!) : await checkSize(check, req, ctx)
   switch (r.kind) {
     case 'aborted':
     case 'unavailable':
@@ -126,9 +142,10 @@ async function bodySized(
       return { kind: 'refused', refusal: r.refusal, release: releaser(deps, r.body) }
     case 'pass': {
       const release = releaser(deps, r.body)
-      if (r.body === null) return { kind: 'forward', body: undefined, broken: r.broken, release }
+      const { broken, fields } = r
+      if (r.body === null) return { kind: 'forward', body: undefined, broken, release, fields }
       const body = r.rest ? heldThenRest(r.body, req) : r.body.chunks()
-      return { kind: 'forward', body, broken: r.broken, release }
+      return { kind: 'forward', body, broken, release, fields }
     }
   }
 }

@@ -3,6 +3,7 @@ import type { SizeLimits } from '../types.js'
 import { limitFor, type BodyCheck, type SizeLimitName } from './actions.js'
 import {
   readHeldBody,
+  type BodyRead,
   type BufferBudget,
   type HeldBody,
   type HeldBound,
@@ -30,7 +31,14 @@ export type SizeResult =
    * `rest` says the request stream still has bytes after it (dry-run past max_body_bytes);
    * `broken` is the rule a dry-run forwards anyway.
    */
-  | { kind: 'pass'; body: HeldBody | null; rest: boolean; broken: SizeRefusal | null }
+  | {
+      kind: 'pass'
+      body: HeldBody | null
+      rest: boolean
+      broken: SizeRefusal | null
+      /** readFields: the fields asked about that the body names (null: not a JSON object). */
+      fields?: ReadonlySet<string> | null
+    }
   | { kind: 'refused'; refusal: SizeRefusal; body: HeldBody | null }
   | { kind: 'aborted' }
   /** The body could not be held (the temporary file failed, or it would pass a bound): 503, not charged. */
@@ -202,14 +210,7 @@ export async function checkSize(
   const { scanner, judge } = scannerFor(check, limit, req.headers['content-type'])
   let early: SizeRefusal | null = null
   const read = await readHeldBody(req, {
-    maxBytes: ctx.limits.maxBodyBytes,
-    budget: ctx.budget,
-    limits: ctx.held,
-    client: ctx.client,
-    timeoutMs: ctx.timeoutMs,
-    dir: ctx.tmpDir,
-    onHeadPassed: ctx.onHeadPassed,
-    setTimer: ctx.setTimer,
+    ...readOptions(ctx),
     onChunk: (chunk) => {
       if (early !== null || scanner === null) return true // dry-run reads on, to forward it whole
       try {
@@ -223,6 +224,80 @@ export async function checkSize(
       return early === null || !ctx.enforce
     },
   })
+  if (read.kind === 'stopped') return { kind: 'refused', refusal: early!, body: read.body }
+  if (read.kind !== 'whole') return notWhole(read, ctx)
+  let broken: SizeRefusal | null = early
+  if (broken === null) {
+    try {
+      broken = await judge(read.body)
+    } catch (err) {
+      if (!(err instanceof JsonSyntaxError)) throw err
+      broken = invalid(err.message)
+    }
+  }
+  if (broken === null || !ctx.enforce) return { kind: 'pass', body: read.body, rest: false, broken }
+  return { kind: 'refused', refusal: broken, body: read.body }
+}
+
+/**
+ * SPEC §8: a body the change history asks about (Move Rows to Big Data without `view_name`),
+ * held like a checked one (within buffer_bytes, spilled past it, bounded, timed): which of
+ * `fields` its top-level JSON object names. `fields` is null when it is not a JSON object or
+ * too large to look at: the server judges it, and the call is forwarded as it came.
+ */
+export async function readFields(
+  req: IncomingMessage,
+  ctx: SizeContext,
+  fields: readonly string[]
+): Promise<SizeResult> {
+  const scanner = new JsonBodyScanner({ count: null, capture: fields })
+  let json = true
+  const read = await readHeldBody(req, {
+    ...readOptions(ctx),
+    onChunk: (chunk) => {
+      if (!json) return true
+      try {
+        scanner.write(chunk)
+      } catch (err) {
+        if (!(err instanceof JsonSyntaxError)) throw err
+        json = false
+      }
+      return true
+    },
+  })
+  if (read.kind === 'too_large')
+    return { kind: 'pass', body: read.body, rest: true, broken: null, fields: null }
+  if (read.kind !== 'whole' && read.kind !== 'stopped')
+    return notWhole(read, { ...ctx, enforce: false })
+  let named: ReadonlySet<string> | null = null
+  if (json) {
+    try {
+      if (scanner.end().kind !== 'not_object') named = new Set(scanner.spans.keys())
+    } catch (err) {
+      if (!(err instanceof JsonSyntaxError)) throw err
+    }
+  }
+  return { kind: 'pass', body: read.body, rest: false, broken: null, fields: named }
+}
+
+function readOptions(ctx: SizeContext) {
+  return {
+    maxBytes: ctx.limits.maxBodyBytes,
+    budget: ctx.budget,
+    limits: ctx.held,
+    client: ctx.client,
+    timeoutMs: ctx.timeoutMs,
+    dir: ctx.tmpDir,
+    onHeadPassed: ctx.onHeadPassed,
+    setTimer: ctx.setTimer,
+  }
+}
+
+/** A read that did not end whole: the client left, a bound, the clock, the disk, or the cap. */
+function notWhole(
+  read: Exclude<BodyRead, { kind: 'whole' | 'stopped' }>,
+  ctx: SizeContext
+): SizeResult {
   switch (read.kind) {
     case 'aborted':
       return read
@@ -245,22 +320,6 @@ export async function checkSize(
       }
       if (ctx.enforce) return { kind: 'refused', refusal, body: read.body }
       return { kind: 'pass', body: read.body, rest: true, broken: refusal }
-    }
-    case 'stopped':
-      return { kind: 'refused', refusal: early!, body: read.body }
-    case 'whole': {
-      let broken: SizeRefusal | null = early
-      if (broken === null) {
-        try {
-          broken = await judge(read.body)
-        } catch (err) {
-          if (!(err instanceof JsonSyntaxError)) throw err
-          broken = invalid(err.message)
-        }
-      }
-      if (broken === null || !ctx.enforce)
-        return { kind: 'pass', body: read.body, rest: false, broken }
-      return { kind: 'refused', refusal: broken, body: read.body }
     }
   }
 }

@@ -4,6 +4,7 @@ import { Socket } from 'node:net'
 import { Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { createGateway } from '../../src/app.js'
+import { systemClock } from '../../src/clock.js'
 import { parseConfig } from '../../src/config/load.js'
 import { compileSnapshot } from '../../src/http/snapshot.js'
 import type { ForwardRequest, Forwarder } from '../../src/http/proxy.js'
@@ -52,7 +53,7 @@ function setup(
     logger,
     upstreamUrl: 'http://127.0.0.1:1',
     metrics,
-    now: () => clock,
+    clock: { ...systemClock, now: () => clock },
   })
   async function call(
     method: string,

@@ -199,6 +199,53 @@ describe('held bodies are bounded (issue #31 item 1)', () => {
   })
 })
 
+describe('the change history reads its body through the size room (issue #32 item 5)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    gw = await startGateway(testYaml(up.url, LIMITS))
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+  const archive = (u: string) => `/api/v1/dtables/${u}/archive-view/`
+
+  it('a Move Rows to Big Data body is held within the bounds: spilled past buffer_bytes, 408 when stalled, forwarded as read when whole', async () => {
+    const stalled = freshBase()
+    const req = request({
+      host: '127.0.0.1',
+      port: gw.port,
+      localAddress: '127.0.0.6',
+      method: 'POST',
+      path: archive(stalled),
+      agent: false,
+      headers: { 'content-type': 'application/json', 'content-length': BODY },
+    })
+    const answer = new Promise<number>((resolve) => {
+      req.on('response', (res) => (res.resume(), resolve(res.statusCode!)))
+      req.on('error', () => resolve(0))
+    })
+    req.write(appendBody(BODY).subarray(0, BODY - 1))
+    // Over the 200 kB memory bound: it waits on disk, and shows in the gauge.
+    await until(async () => (await metric(gw, 'basegate_body_spilled_bytes')) >= BODY - 1)
+    expect(await answer).toBe(408)
+    await until(async () => (await metric(gw, 'basegate_body_spilled_bytes')) === 0)
+    expect(up.seen.some((s) => s.url.includes(stalled))).toBe(false)
+
+    const arch = freshBase()
+    const a = await send(gw.port, {
+      method: 'POST',
+      path: archive(arch),
+      headers: { 'content-type': 'application/json' },
+      body: '{"table_name":"T","view_name":"V"}',
+    })
+    expect(a.status).toBe(200)
+    expect(up.seen.find((s) => s.url.includes(arch))!.bytes).toBe(34)
+  })
+})
+
 /** One raw HTTP/1.1 exchange: the head, then what the gateway says before any body is sent. */
 function rawExchange(
   port: number,

@@ -100,7 +100,8 @@ describe('the prepared request line', () => {
   it("the finish's ordinary line has exactly the list's fields, in its order", async () => {
     const { createFinisher } = await import('../../src/observe/request-log.js')
     const a = capture()
-    const finish = createFinisher({ logger: a.logger })
+    const { systemClock } = await import('../../src/clock.js')
+    const finish = createFinisher({ logger: a.logger, clock: systemClock })
     const g = {
       kind: 'refuse' as const,
       path: '/x',

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { systemClock } from '../../src/clock.js'
 import { InFlightSlots, type SlotWait } from '../../src/protect/slots.js'
 import type { QueuedClass } from '../../src/types.js'
 
@@ -10,6 +11,7 @@ function slots(ceiling: number, maxWaiting = 100) {
     ceiling: () => c,
     priority: () => ORDER,
     maxWaiting: () => maxWaiting,
+    clock: systemClock,
   })
   return { s, setCeiling: (n: number) => (c = n) }
 }
