@@ -24,3 +24,28 @@ export const systemClock: Clock = {
     return { cancel: () => clearTimeout(t) }
   },
 }
+
+/** Waits `ms` on the clock. */
+export function sleep(clock: Clock, ms: number): Promise<void> {
+  return new Promise((resolve) => void clock.setTimer(resolve, ms))
+}
+
+/** Runs `fn` every `ms` on the clock until the returned timer is cancelled. */
+export function every(clock: Clock, ms: number, fn: () => void): Timer {
+  let current: Timer
+  let stopped = false
+  const arm = () => {
+    current = clock.setTimer(() => {
+      if (stopped) return
+      arm()
+      fn()
+    }, ms)
+  }
+  arm()
+  return {
+    cancel: () => {
+      stopped = true
+      current.cancel()
+    },
+  }
+}

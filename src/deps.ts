@@ -88,6 +88,7 @@ function guardedRedisStore(
     }),
     {
       onError: s.onError,
+      clock,
       fallback: new MemoryStore(),
       onOutage: (down, err) => {
         if (down) logger.error({ err, on_error: s.onError }, 'store unavailable')

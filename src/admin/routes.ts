@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js'
 import { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
@@ -40,7 +41,8 @@ export interface AdminDeps {
   reload: () => Promise<{ ok: true } | { ok: false; problems: ConfigProblem[] }>
   storeKind?: StoreKind
   draining?: () => boolean
-  now?: () => number
+  /** Every time the admin API reads (the system's clock by default). */
+  clock?: Clock
   /** SPEC §8: the server's version in force, the report's counters and this instance's flush. */
   history?: { serverVersion: () => string | null; report: ReportStore; flush: () => Promise<void> }
   /** SPEC §9: the server protection's state (this process's, or its workers' summed). */
@@ -101,7 +103,8 @@ function guards(app: Hono, holder: ConfigHolder): void {
 
 export function createAdminApp(deps: AdminDeps): Hono {
   const { holder, store, metrics } = deps
-  const now = deps.now ?? Date.now
+  const clock = deps.clock ?? systemClock
+  const now = () => clock.now()
   const app = new Hono()
   guards(app, holder)
 

@@ -1,3 +1,4 @@
+import { systemClock, type Clock, type Timer } from '../clock.js'
 import type { Cluster, Redis } from 'ioredis'
 
 // SPEC §8 upgrade report: per history entry, calls over the last 35 days, when last seen, and
@@ -232,12 +233,13 @@ function countKey(keys: Map<string, number>, key: string, returning: () => boole
 export class UpgradeRecorder {
   private batch: ReportBatch = new Map()
   private readonly recent = new RecentPairs()
-  private timer: NodeJS.Timeout | null = null
+  private timer: Timer | null = null
   private flushing: Promise<void> = Promise.resolve()
 
   constructor(
     private readonly store: ReportStore,
-    private readonly onError: (err: unknown) => void = () => {}
+    private readonly onError: (err: unknown) => void = () => {},
+    private readonly clock: Clock = systemClock
   ) {}
 
   record(entryId: string, key: string, nowMs: number): void {
@@ -263,7 +265,7 @@ export class UpgradeRecorder {
   }
 
   /** Writes what was counted; a failed write is merged back (within the same bounds). */
-  flush(nowMs = Date.now()): Promise<void> {
+  flush(nowMs = this.clock.now()): Promise<void> {
     this.flushing = this.flushing.then(async () => {
       if (this.batch.size === 0) return
       const batch = this.batch
@@ -279,12 +281,18 @@ export class UpgradeRecorder {
   }
 
   start(everyMs = 2000): void {
-    this.timer = setInterval(() => void this.flush(), everyMs)
-    this.timer.unref()
+    const next = () => {
+      this.timer = this.clock.setTimer(() => {
+        void this.flush()
+        next()
+      }, everyMs)
+    }
+    next()
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer)
+    this.timer?.cancel()
+    this.timer = null
     await this.flush()
   }
 }

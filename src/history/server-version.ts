@@ -1,4 +1,5 @@
 import { request } from 'undici'
+import { systemClock, type Clock, type Timer } from '../clock.js'
 import type { Logger } from '../types.js'
 import { parseVersion } from './version.js'
 
@@ -50,6 +51,8 @@ export interface ServerVersionOptions {
   onChange?: (version: string | null) => void
   pollMs?: number
   fetch?: (url: string) => Promise<string | null>
+  /** The poll's timers (the system's clock by default). */
+  clock?: Clock
 }
 
 /**
@@ -59,7 +62,7 @@ export interface ServerVersionOptions {
  */
 export class ServerVersion {
   private fetched: string | null = null
-  private timer: NodeJS.Timeout | null = null
+  private timer: Timer | null = null
   private stopped = false
   private last: string | null | undefined = undefined
 
@@ -114,16 +117,15 @@ export class ServerVersion {
     const unknown = () => this.opts.configured() === 'auto' && this.fetched === null
     const next = (waitMs: number): void => {
       if (this.stopped) return
-      this.timer = setTimeout(() => {
+      this.timer = (this.opts.clock ?? systemClock).setTimer(() => {
         void this.refresh().then(() => next(unknown() ? Math.min(waitMs * 2, longest) : poll))
       }, waitMs)
-      this.timer.unref?.() // (a test's fake timer may have none)
     }
     void this.refresh().then(() => next(unknown() ? first : poll))
   }
 
   stop(): void {
     this.stopped = true
-    if (this.timer) clearTimeout(this.timer)
+    this.timer?.cancel()
   }
 }

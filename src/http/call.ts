@@ -96,7 +96,7 @@ export interface Admission {
   monthly: { team: string; used: number | null; quota: number; refused: boolean } | null
   /** How long the store call took (ms; null when none was made). */
   storeMs: number | null
-  /** When it began (performance.now()), for its trace span. */
+  /** When it began (the clock's monotonic time: performance.now() in production), for its trace span. */
   storeStartedMs?: number
 }
 

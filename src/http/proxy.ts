@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js'
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
@@ -44,6 +45,8 @@ export interface ForwarderOptions {
   url: string
   /** Upper bound on pooled connections to the upstream. */
   connections?: number
+  /** Times each call to its response headers (SPEC §9 auto reads it); the system's by default. */
+  clock?: Clock
 }
 
 /** The client's socket address, `::ffff:` unwrapped (for X-Forwarded-For). */
@@ -166,6 +169,7 @@ function answerFailure(
 export function createForwarder(opts: ForwarderOptions): Forwarder {
   const url = new URL(opts.url)
   const basePath = url.pathname.replace(/\/+$/, '')
+  const clock = opts.clock ?? systemClock
   const pool = new Pool(url.origin, {
     connections: opts.connections ?? 256,
     pipelining: 1,
@@ -174,7 +178,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
 
   function forward(f: ForwardRequest): void {
     const { req, res, extraHeaders, done } = f
-    const started = performance.now()
+    const started = clock.monotonic()
     let upstreamMs: number | null = null
     let resumeUpstream: () => void = () => {}
     let abortUpstream: ((err?: Error) => void) | null = null
@@ -218,7 +222,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         },
         onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
           if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
-          upstreamMs = performance.now() - started
+          upstreamMs = clock.monotonic() - started
           res.writeHead(statusCode, clientResponseHeaders(rawHeaders, extraHeaders, f.requestId))
           resumeUpstream = resume
           return true

@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js'
 import type {
   Charge,
   ConsumeOptions,
@@ -22,6 +23,8 @@ export interface GuardedStoreOptions {
   failuresToTrip?: number
   /** While down, one call in this long goes to the store to see whether it is back (default 1000). */
   probeEveryMs?: number
+  /** The breaker's probe times and the calls' durations (the system's clock by default). */
+  clock?: Clock
   /** Metrics hooks. */
   observe?: { call(seconds: number, ok: boolean): void; fallback(): void; cached(): void }
 }
@@ -38,6 +41,7 @@ export interface GuardedStoreOptions {
  */
 export class GuardedStore implements LimiterStore {
   private readonly fallback: MemoryStore
+  private readonly clock: Clock
   private readonly overLimit: OverLimitCache | null
   private readonly failuresToTrip: number
   private readonly probeEveryMs: number
@@ -52,6 +56,7 @@ export class GuardedStore implements LimiterStore {
     private readonly opts: GuardedStoreOptions
   ) {
     this.fallback = opts.fallback
+    this.clock = opts.clock ?? systemClock
     this.overLimit = opts.overLimitCache === false ? null : new OverLimitCache()
     this.failuresToTrip = opts.failuresToTrip ?? 3
     this.probeEveryMs = opts.probeEveryMs ?? 1000
@@ -77,7 +82,8 @@ export class GuardedStore implements LimiterStore {
       this.opts.observe?.cached()
       return cached
     }
-    if (this.down && Date.now() < this.nextProbeMs) return this.unanswered(charges, nowMs, null)
+    if (this.down && this.clock.monotonic() < this.nextProbeMs)
+      return this.unanswered(charges, nowMs, null)
     return this.ask(charges, nowMs, opts)
   }
 
@@ -86,18 +92,18 @@ export class GuardedStore implements LimiterStore {
     nowMs: number,
     opts?: ConsumeOptions
   ): Promise<Decision> {
-    if (this.down) this.nextProbeMs = Date.now() + this.probeEveryMs
-    const started = performance.now()
+    if (this.down) this.nextProbeMs = this.clock.monotonic() + this.probeEveryMs
+    const started = this.clock.monotonic()
     try {
       const d = await this.inner.consume(charges, nowMs, opts)
-      this.opts.observe?.call((performance.now() - started) / 1000, true)
+      this.opts.observe?.call((this.clock.monotonic() - started) / 1000, true)
       this.failures = 0
       if (this.down) this.markDown(false)
       this.overLimit?.learn(charges, d, nowMs)
       return d
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
-      this.opts.observe?.call((performance.now() - started) / 1000, false)
+      this.opts.observe?.call((this.clock.monotonic() - started) / 1000, false)
       this.failures++
       if (!this.down && this.failures >= this.failuresToTrip) this.markDown(true, err)
       return this.unanswered(charges, nowMs, err)
@@ -141,7 +147,7 @@ export class GuardedStore implements LimiterStore {
 
   private markDown(down: boolean, err?: unknown): void {
     this.down = down
-    this.nextProbeMs = Date.now() + this.probeEveryMs
+    this.nextProbeMs = this.clock.monotonic() + this.probeEveryMs
     this.opts.onOutage?.(down, err)
   }
 

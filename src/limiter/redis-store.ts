@@ -230,7 +230,7 @@ export class RedisStore implements LimiterStore {
   private async timed<T>(command: Promise<T>): Promise<T> {
     try {
       const ms = this.opts.timeoutMs
-      return ms === undefined ? await command : await answerWithin(command, ms)
+      return ms === undefined ? await command : await answerWithin(command, ms, this.clock)
     } catch (err) {
       if (err instanceof StoreError) throw err
       throw new StoreError(`redis: ${(err as Error).message}`, { cause: err })
@@ -403,31 +403,35 @@ function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {
  * phase), and, when the timer itself fired late (the loop was busy past half the timeout), a
  * few turns more; only a reply still missing then counts as the store's failure.
  */
-export function answerWithin<T>(command: Promise<T>, timeoutMs: number): Promise<T> {
+export function answerWithin<T>(
+  command: Promise<T>,
+  timeoutMs: number,
+  clock: Clock = systemClock
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false
-    const due = performance.now() + timeoutMs
+    const due = clock.monotonic() + timeoutMs
     const giveUp = (turns: number): void => {
       if (settled) return
       if (turns > 0) return void setImmediate(() => giveUp(turns - 1))
       settled = true
       reject(new StoreError(`redis: no answer within ${timeoutMs} ms`))
     }
-    const timer = setTimeout(() => {
-      const late = performance.now() - due > timeoutMs / 2
+    const timer = clock.setTimer(() => {
+      const late = clock.monotonic() - due > timeoutMs / 2
       giveUp(late ? 3 : 1)
     }, timeoutMs)
     command.then(
       (v) => {
         if (settled) return
         settled = true
-        clearTimeout(timer)
+        timer.cancel()
         resolve(v)
       },
       (err: unknown) => {
         if (settled) return
         settled = true
-        clearTimeout(timer)
+        timer.cancel()
         reject(err)
       }
     )

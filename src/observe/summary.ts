@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../clock.js'
 // SPEC §7: every 60 s a summary line with the busiest keys and the teams past 80 % of their
 // monthly quota. Counting here is a Map increment per request; the line is built on flush.
 
@@ -25,9 +26,9 @@ export class UsageSummary {
   constructor(
     private readonly top = 10,
     private readonly maxKeys = 100_000,
-    now = Date.now()
+    private readonly clock: Clock = systemClock
   ) {
-    this.since = now
+    this.since = clock.now()
   }
 
   record(key: string): void {
@@ -68,7 +69,7 @@ export class UsageSummary {
     }
   }
 
-  flush(now = Date.now()): SummaryLine {
+  flush(now = this.clock.now()): SummaryLine {
     const busiest = [...this.calls]
       .sort((a, b) => b[1] - a[1])
       .slice(0, this.top)

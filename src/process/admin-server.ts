@@ -35,7 +35,7 @@ export function createAdmin(
       workers: opts.workers,
       protect: opts.protect,
       status: { counts: opts.counts, version: version(), startedMs: core.startedMs },
-      now: () => core.runtime.clock.now(),
+      clock: core.runtime.clock,
     }).fetch,
   }) as Server
 }

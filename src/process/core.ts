@@ -1,3 +1,4 @@
+import { sleep, type Clock } from '../clock.js'
 import { version } from '../version.js'
 import type { Cli } from './runtime.js'
 import { ConfigHolder } from '../config/holder.js'
@@ -52,12 +53,12 @@ export async function refreshTeams(
  * passed: then it starts limiting alone under `on_error: open`, or answering 503 under
  * `closed`, and says so).
  */
-async function waitForStore(stores: Stores, logger: Logger): Promise<void> {
+async function waitForStore(stores: Stores, logger: Logger, clock: Clock): Promise<void> {
   if (stores.kind === 'memory') return
-  const deadline = Date.now() + STORE_WAIT_MS
-  while (Date.now() < deadline) {
+  const deadline = clock.monotonic() + STORE_WAIT_MS
+  while (clock.monotonic() < deadline) {
     if (await stores.store.ready()) return
-    await new Promise((r) => setTimeout(r, 100))
+    await sleep(clock, 100)
   }
   logger.warn({ waited_ms: STORE_WAIT_MS }, 'the store does not answer yet; serving without it')
 }
@@ -106,13 +107,14 @@ export async function bootCore(
     logger,
     onChange: (v) => metrics.setServerVersion(v),
     pollMs: runtime.serverInfoMs,
+    clock: runtime.clock,
   })
   const parts = {
     file: cli.file,
     runtime,
     logger,
     metrics,
-    summary: new UsageSummary(),
+    summary: new UsageSummary(10, 100_000, runtime.clock),
     status: new StatusRecorder(),
     tracing: startTracing(runtime.env, version()),
     startedMs: runtime.clock.now(),
@@ -123,7 +125,7 @@ export async function bootCore(
     afterReload: [] as (() => void)[],
   }
   const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
-  await waitForStore(stores, logger)
+  await waitForStore(stores, logger, runtime.clock)
   await refreshTeams(core)
   stores.changes.onChange(() => void refreshTeams(core))
   serverVersion.start()

@@ -1,3 +1,4 @@
+import { every, type Timer } from '../clock.js'
 import { watch, type FSWatcher } from 'node:fs'
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -75,13 +76,16 @@ export async function probeUpstream(core: Core): Promise<void> {
  * replace the file (a rename, or the `..data` symlink swap) rather than write into it.
  */
 export function watchConfig(core: Core): FSWatcher | null {
-  let debounce: NodeJS.Timeout | null = null
+  let debounce: Timer | null = null
   const name = basename(core.file)
   try {
     const watcher = watch(dirname(core.file), (_event, changed) => {
       if (changed !== null && changed !== name && !String(changed).startsWith('..')) return
-      if (debounce) clearTimeout(debounce)
-      debounce = setTimeout(() => void core.reload('file change'), WATCH_DEBOUNCE_MS)
+      debounce?.cancel()
+      debounce = core.runtime.clock.setTimer(
+        () => void core.reload('file change'),
+        WATCH_DEBOUNCE_MS
+      )
     })
     watcher.on('error', () => {})
     return watcher
@@ -95,20 +99,16 @@ export function watchConfig(core: Core): FSWatcher | null {
 }
 
 /** SPEC §7: every 60 s, the busiest keys and the teams past 80 % (warn at 100 %). */
-export function startSummary(
-  core: Core,
-  gather: () => Promise<void> = async () => {}
-): NodeJS.Timeout {
-  const timer = setInterval(
+export function startSummary(core: Core, gather: () => Promise<void> = async () => {}): Timer {
+  return every(
+    core.runtime.clock,
+    core.runtime.summaryMs,
     () =>
       void gather().then(() => {
         const line = core.summary.flush()
         if (line.teams_over_100.length > 0)
           core.logger.warn(line, 'usage summary: a team has used up its monthly quota')
         else core.logger.info(line, 'usage summary')
-      }),
-    core.runtime.summaryMs
+      })
   )
-  timer.unref()
-  return timer
 }

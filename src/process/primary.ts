@@ -30,7 +30,7 @@ export async function runPrimary(
   count: number
 ): Promise<void> {
   const logger = createLogger({ level: runtime.logLevel })
-  const workers = new WorkerPool(count, () => core.holder.current.config, logger)
+  const workers = new WorkerPool(count, () => core.holder.current.config, logger, runtime.clock)
   const core = await bootCore(cli, config, runtime, logger, (c) => workers.broadcastConfig(c))
   const admin = createAdmin(core, {
     flush: async () => void (await workers.ask('flush')),
@@ -57,7 +57,7 @@ export async function runPrimary(
   })
   stopOnSignals(core, async () => {
     watcher?.close()
-    clearInterval(summaryTimer)
+    summaryTimer.cancel()
     await workers.drain(DRAIN_MS + 2_000)
     await closeCore(core)
     await closeServer(admin)

@@ -1,3 +1,4 @@
+import { every, sleep, type Clock } from '../clock.js'
 import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
@@ -26,6 +27,8 @@ export interface Proxy {
   connections: ReadonlySet<Socket>
   /** Re-reads listen.tls's files (SIGHUP, a reload): a renewed certificate, no restart. */
   reloadTls(): void
+  /** The process's clock (draining's deadline). */
+  clock: Clock
 }
 
 /** The PEM files of listen.tls, read now. */
@@ -76,11 +79,18 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
 
 export function createProxy(core: Core): Proxy {
   const config = core.holder.current.config
-  const recorder = new UpgradeRecorder(core.stores.report, (err) =>
-    core.logger.warn({ err }, 'upgrade report counts could not be written; kept for the next try')
+  const recorder = new UpgradeRecorder(
+    core.stores.report,
+    (err) =>
+      core.logger.warn(
+        { err },
+        'upgrade report counts could not be written; kept for the next try'
+      ),
+    core.runtime.clock
   )
   recorder.start(core.runtime.reportFlushMs)
   const forwarder = createForwarder({
+    clock: core.runtime.clock,
     url: config.upstream.url,
     connections: config.upstream.maxConnections,
   })
@@ -118,7 +128,7 @@ export function createProxy(core: Core): Proxy {
     }
   }
   core.afterReload.push(reloadTls)
-  return { recorder, forwarder, gateway, server, connections, reloadTls }
+  return { recorder, forwarder, gateway, server, connections, reloadTls, clock: core.runtime.clock }
 }
 
 /**
@@ -127,14 +137,15 @@ export function createProxy(core: Core): Proxy {
  * connections), drains as a process serving alone does.
  */
 export async function drainProxy(p: Proxy): Promise<void> {
-  const deadline = Date.now() + DRAIN_MS
+  const clock = p.clock
+  const deadline = clock.monotonic() + DRAIN_MS
   if (p.server.listening) p.server.close()
   // Keep-alive connections that finish their request are closed as they go idle.
-  const sweep = setInterval(() => p.server.closeIdleConnections(), 50)
+  const sweep = every(clock, 50, () => p.server.closeIdleConnections())
   p.server.closeIdleConnections()
-  while ((p.connections.size > 0 || p.gateway.tunnels.size > 0) && Date.now() < deadline)
-    await new Promise((r) => setTimeout(r, 50))
-  clearInterval(sweep)
+  while ((p.connections.size > 0 || p.gateway.tunnels.size > 0) && clock.monotonic() < deadline)
+    await sleep(clock, 50)
+  sweep.cancel()
   p.server.closeAllConnections()
   for (const t of p.gateway.tunnels) t.destroy()
   for (const c of p.connections) c.destroy()

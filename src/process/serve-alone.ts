@@ -21,7 +21,7 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   const admin = createAdmin(core, {
     flush: () => proxy.recorder.flush(),
     protect: async () => proxy.gateway.protector.state(),
-    counts: async () => core.status.counts(Date.now()),
+    counts: async () => core.status.counts(core.runtime.clock.now()),
   })
   const p = await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
   const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
@@ -29,7 +29,7 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   const summaryTimer = startSummary(core)
   stopOnSignals(core, async () => {
     watcher?.close()
-    clearInterval(summaryTimer)
+    summaryTimer.cancel()
     await drainProxy(proxy)
     await closeCore(core)
     await closeServer(admin)

@@ -11,7 +11,7 @@ export function stopOnSignals(core: Core, stop: () => Promise<void>): (source: s
     void stop().then(() => {
       core.logger.info('stopped')
       core.logger.flush()
-      setTimeout(() => process.exit(0), 20).unref()
+      core.runtime.clock.setTimer(() => process.exit(0), 20)
     })
   }
   process.on('SIGTERM', () => run('SIGTERM'))

@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js'
 import { request } from 'undici'
 import { redisClient } from '../limiter/redis-client.js'
 import { beyondHistory, upgradeReport } from '../history/report.js'
@@ -64,7 +65,7 @@ async function fromStore(
       new RedisReportStore(client, s.prefix),
       version,
       to,
-      Date.now()
+      systemClock.now()
     )
   } catch {
     return null

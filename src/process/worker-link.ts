@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { Socket } from 'node:net'
 import type { Config } from '../types.js'
 import { isToWorker, type Question } from './worker-messages.js'
@@ -16,15 +17,15 @@ export interface WorkerHooks {
  * primary is the one reader of limits.yaml, so a worker started after a reload (a replacement)
  * runs what the others run, restart-only settings included.
  */
-export function receiveConfig(timeoutMs: number): Promise<Config> {
+export function receiveConfig(timeoutMs: number, clock: Clock): Promise<Config> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
+    const timer = clock.setTimer(() => {
       process.off('message', onMessage)
       reject(new Error(`no configuration from the primary within ${timeoutMs} ms`))
     }, timeoutMs)
     const onMessage = (m: unknown): void => {
       if (!isToWorker(m) || m.bg !== 'config') return
-      clearTimeout(timer)
+      timer.cancel()
       process.off('message', onMessage)
       resolve(m.config)
     }

@@ -1,3 +1,4 @@
+import { systemClock, type Clock, type Timer } from '../clock.js'
 import cluster, { type Worker } from 'node:cluster'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import type { Logger } from '../observe/log.js'
@@ -14,7 +15,7 @@ const START_TIMEOUT_MS = 15_000
 interface Pending {
   answers: unknown[]
   waiting: Set<number>
-  timer: NodeJS.Timeout
+  timer: Timer
   resolve(answers: unknown[]): void
 }
 
@@ -46,7 +47,8 @@ export class WorkerPool {
   constructor(
     private readonly count: number,
     private readonly config: () => Config,
-    private readonly logger: Logger
+    private readonly logger: Logger,
+    private readonly clock: Clock = systemClock
   ) {}
 
   /** Workers currently serving. */
@@ -70,12 +72,12 @@ export class WorkerPool {
     })
     server.on('error', (err) => this.logger.error({ err }, 'the proxy listener failed'))
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
+      const timer = this.clock.setTimer(
         () => reject(new Error(`the workers did not serve within ${START_TIMEOUT_MS} ms`)),
         START_TIMEOUT_MS
       )
       this.allServing = () => {
-        clearTimeout(timer)
+        timer.cancel()
         cluster.off('exit', onEarlyExit)
         cluster.on('exit', (w, code, signal) => this.onExit(w, code, signal))
         resolve()
@@ -83,7 +85,7 @@ export class WorkerPool {
       // At start a worker that stops is a configuration problem every worker would have: stop
       // them all, rather than fork into the same failure.
       const onEarlyExit = (worker: Worker, code: number | null, signal: string | null): void => {
-        clearTimeout(timer)
+        timer.cancel()
         reject(new Error(`worker ${worker.id} stopped at start (${signal ?? `exit ${code}`})`))
       }
       cluster.on('exit', onEarlyExit)
@@ -140,9 +142,9 @@ export class WorkerPool {
       { worker: worker.id, pid: worker.process.pid, code, signal },
       'a worker stopped; starting another'
     )
-    setTimeout(() => {
+    this.clock.setTimer(() => {
       if (!this.stopping) this.fork()
-    }, RESTART_DELAY_MS).unref()
+    }, RESTART_DELAY_MS)
   }
 
   private send(worker: Worker, m: ToWorker): boolean {
@@ -172,8 +174,7 @@ export class WorkerPool {
       for (const w of this.workers()) {
         if (this.listening.has(w.id) && this.send(w, { bg: 'ask', id, what })) waiting.add(w.id)
       }
-      const timer = setTimeout(() => this.settle(id), ASK_TIMEOUT_MS)
-      timer.unref()
+      const timer = this.clock.setTimer(() => this.settle(id), ASK_TIMEOUT_MS)
       // The worker answers `what` with Answers[Q] (worker-link.ts): the IPC channel is untyped.
       this.pending.set(id, {
         answers: [],
@@ -216,7 +217,7 @@ export class WorkerPool {
     const p = this.pending.get(id)
     if (p === undefined) return
     this.pending.delete(id)
-    clearTimeout(p.timer)
+    p.timer.cancel()
     p.resolve(p.answers)
   }
 
@@ -234,10 +235,10 @@ export class WorkerPool {
         })
     )
     for (const w of all) this.send(w, { bg: 'drain' })
-    const late = setTimeout(() => {
+    const late = this.clock.setTimer(() => {
       for (const w of all) if (!w.isDead()) w.process.kill('SIGKILL')
     }, ms)
     await Promise.all(exited)
-    clearTimeout(late)
+    late.cancel()
   }
 }

@@ -15,7 +15,7 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
   const logger = createLogger({ level: runtime.logLevel, worker: cluster.worker?.id ?? 0 })
   let config: Config
   try {
-    config = await receiveConfig(WORKER_CONFIG_WAIT_MS)
+    config = await receiveConfig(WORKER_CONFIG_WAIT_MS, runtime.clock)
   } catch (err) {
     logger.fatal({ err }, 'worker could not start')
     logger.flush()
@@ -37,7 +37,8 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (what === 'metrics') return running.core.metrics.snapshot()
       if (what === 'summary') return running.core.summary.take()
       if (what === 'protect') return running.proxy.gateway.protector.state()
-      if (what === 'status') return running.core.status.counts(Date.now(), 200)
+      if (what === 'status')
+        return running.core.status.counts(running.core.runtime.clock.now(), 200)
       await running.proxy.recorder.flush()
       return true
     },

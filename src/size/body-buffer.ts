@@ -314,12 +314,7 @@ export interface ReadOptions {
   /** Sees each chunk before it is held; false stops the read. */
   onChunk?: (chunk: Buffer) => boolean
   /** Sets the body's timer (the injected clock's); returns its cancel. */
-  setTimer?: (fn: () => void, ms: number) => () => void
-}
-
-const realTimer = (fn: () => void, ms: number) => {
-  const t = setTimeout(fn, ms)
-  return () => clearTimeout(t)
+  setTimer: (fn: () => void, ms: number) => () => void
 }
 
 /**
@@ -352,7 +347,7 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
         void holder.release()
       resolve(r)
     }
-    const cancelTimer = (opts.setTimer ?? realTimer)(() => {
+    const cancelTimer = opts.setTimer(() => {
       req.pause()
       done({ kind: 'timeout' })
     }, opts.timeoutMs)

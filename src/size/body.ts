@@ -46,7 +46,7 @@ export interface SizeDeps {
   /** Where spilled bodies go; the OS's temporary directory by default. */
   tmpDir?: string
   /** The injected clock's timer (body_timeout_ms). */
-  setTimer?: (fn: () => void, ms: number) => () => void
+  setTimer: (fn: () => void, ms: number) => () => void
 }
 
 /** What the body step knows of the call: where it goes, who sends it, when its head came. */

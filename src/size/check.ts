@@ -61,8 +61,8 @@ export interface SizeContext {
   tmpDir?: string
   /** Every check the head allows passed: the body is about to be read (SPEC §4: 100 Continue). */
   onHeadPassed?: () => void
-  /** The injected clock's timer. */
-  setTimer?: (fn: () => void, ms: number) => () => void
+  /** The injected clock's timer (body_timeout_ms). */
+  setTimer: (fn: () => void, ms: number) => () => void
 }
 
 const PLAIN_INT = /^[0-9]+$/

@@ -1,3 +1,4 @@
+import { FakeClock } from '../helpers/clock.js'
 import { describe, expect, it } from 'vitest'
 import { UsageSummary } from '../../src/observe/summary.js'
 
@@ -11,7 +12,7 @@ describe('UsageSummary across worker processes', () => {
     b.record('base:z')
     a.recordMonthly('acme', 90, 100)
     b.recordMonthly('acme', 95, 100)
-    const primary = new UsageSummary(10, 100_000, 0)
+    const primary = new UsageSummary(10, 100_000, new FakeClock(0))
     primary.absorb(a.take())
     primary.absorb(b.take())
     const line = primary.flush(60_000)

@@ -1,3 +1,4 @@
+import { FakeClock } from '../helpers/clock.js'
 import { describe, expect, it } from 'vitest'
 import { parseTeamChange } from '../../src/admin/teams.js'
 import { configView, maskUrl } from '../../src/config/view.js'
@@ -157,7 +158,7 @@ describe('masking secrets in /v1/config', () => {
 
 describe('usage summary', () => {
   it('lists the busiest keys and the teams past 80 % and 100 %', () => {
-    const s = new UsageSummary(2, 100, 0)
+    const s = new UsageSummary(2, 100, new FakeClock(0))
     for (let i = 0; i < 5; i++) s.record('base:a')
     for (let i = 0; i < 3; i++) s.record('ip:1.1.1.1')
     s.record('base:b')
@@ -179,7 +180,7 @@ describe('usage summary', () => {
   })
 
   it('stays bounded under a key-space flood', () => {
-    const s = new UsageSummary(10, 1000, 0)
+    const s = new UsageSummary(10, 1000, new FakeClock(0))
     for (let i = 0; i < 50_000; i++) s.record(`ip:${i}`)
     expect(s.flush(1).requests).toBe(50_000)
     expect((s as unknown as { calls: Map<string, number> }).calls.size).toBe(0)

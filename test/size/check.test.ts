@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
+import { systemClock } from '../../src/clock.js'
+import { FakeClock } from '../helpers/clock.js'
 import { sizeCheckFor, type BodyCheck } from '../../src/size/actions.js'
 import { BufferBudget, type HeldBody } from '../../src/size/body-buffer.js'
 import { checkSize, type SizeContext, type SizeResult } from '../../src/size/check.js'
@@ -46,6 +48,10 @@ function ctx(over: Partial<SizeContext> & { bufferBytes?: number } = {}): SizeCo
     client: 'ip:127.0.0.1',
     timeoutMs: 30_000,
     enforce: true,
+    setTimer: (fn, ms) => {
+      const timer = systemClock.setTimer(fn, ms)
+      return () => timer.cancel()
+    },
     ...rest,
   }
 }
@@ -235,5 +241,35 @@ describe('checkSize: SQL in a form body (dtable-web-api posts multipart)', () =>
       kind: 'refused',
       refusal: { status: 400 },
     })
+  })
+})
+
+describe('checkSize: the held body on the injected clock (issue #32 item 4)', () => {
+  it('a body not whole within body_timeout_ms times out when the clock says so, its bytes freed', async () => {
+    const clock = new FakeClock(0)
+    const budget = new BufferBudget()
+    const s = new PassThrough() as PassThrough & { headers: Record<string, string> }
+    s.headers = {}
+    const p = checkSize(
+      APPEND,
+      s as unknown as IncomingMessage,
+      ctx({
+        budget,
+        timeoutMs: 5_000,
+        setTimer: (fn, ms) => {
+          const t = clock.setTimer(fn, ms)
+          return () => t.cancel()
+        },
+      })
+    )
+    s.write('{"rows":[1,2,3')
+    await new Promise((r) => setTimeout(r, 5))
+    clock.advance(4_999)
+    await new Promise((r) => setTimeout(r, 5))
+    expect(budget.heldInMemory).toBeGreaterThan(0)
+    clock.advance(1)
+    expect(await p).toMatchObject({ kind: 'timeout' })
+    expect(budget.used).toBe(0)
+    expect(budget.heldInMemory).toBe(0)
   })
 })
