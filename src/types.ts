@@ -272,10 +272,11 @@ export interface Classification {
 
 export interface ConsumeOptions {
   /**
-   * Per window, a lease to take (limiter/leases.ts): the calls to charge now, this one and the
-   * share the caller will admit by itself. Stores that grant no leases ignore it.
+   * The leases to take, by window key (limiter/leases.ts): the calls to charge now, this one
+   * and the share the caller will admit by itself; a window not named asks for none. Stores
+   * that grant no leases ignore it.
    */
-  asks?: readonly number[]
+  asks?: ReadonlyMap<string, number>
 }
 
 /** Calls to give back to one window: `units` charged in the bucket of `atMs` (on the decision's clock). */

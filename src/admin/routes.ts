@@ -5,6 +5,7 @@ import type { Metrics } from '../observe/metrics.js'
 import type { ChangeStore } from '../config/changes.js'
 import type { ConfigProblem, LimiterStore, OnStoreError, StoreKind } from '../types.js'
 import { bodyLimit } from 'hono/body-limit'
+import { StoreError } from '../limiter/store-error.js'
 import { bearerAuth } from './auth.js'
 import { browserGuard } from './browser-guard.js'
 import { historyRoutes } from './history.js'
@@ -161,7 +162,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
 
   app.notFound((c) => c.json({ error_msg: 'not found' }, 404))
   app.onError((err, c) => {
-    const storeDown = err.name === 'StoreError'
+    const storeDown = err instanceof StoreError
     return c.json(
       { error_msg: storeDown ? 'the store is unavailable' : 'internal error' },
       storeDown ? 503 : 500

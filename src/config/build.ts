@@ -9,9 +9,9 @@ import type {
   QueuedClass,
   RuleConfig,
   SizeLimits,
-  StoreKind,
 } from '../types.js'
 import { checkedRates } from '../limiter/rate.js'
+import { storeKindOf } from '../limiter/redis-client.js'
 import { DEFAULTS as D } from './defaults.js'
 import { DEFAULT_PLANS, PRESETS } from './presets.js'
 import { QUEUED_CLASSES, type LimitsFile } from './schema.js'
@@ -44,12 +44,6 @@ function checkUrl(
       message: `${JSON.stringify(value)} must start with ${schemes.map((s) => s + '//').join(' or ')}`,
     })
   }
-}
-
-/** The store a configuration runs on (store.url and store.cluster are never both set). */
-export function storeKindOf(store: Config['store']): StoreKind {
-  if (store.cluster.length > 0) return 'cluster'
-  return store.url === '' ? 'memory' : 'redis'
 }
 
 /**

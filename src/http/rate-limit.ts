@@ -39,18 +39,19 @@ export function admit(
   const nowMs = clock.now()
   const { clientIp: resolver, classifier, allowClient } = snapshot
   const clientIp = resolver.clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'])
-  const classification = classifier.classify(
+  const classified = classifier.classify(
     req.method ?? 'GET',
     path,
     resolver.keyOf(clientIp),
     nowMs,
     clientIp
   )
-  // SPEC §2 allow.clients: never limited, never charged, no headers.
-  if (classification.charges.length > 0 && allowClient(clientIp)) {
-    classification.charges = []
-    classification.emitHeaders = false
-  }
+  // SPEC §2 allow.clients: never limited, never charged, no headers (the classifier's answer
+  // stays as it gave it: an allowed client's gets a copy without its windows).
+  const classification =
+    classified.charges.length > 0 && allowClient(clientIp)
+      ? { ...classified, charges: [], emitHeaders: false }
+      : classified
   const charges = classification.charges
   if (charges.length === 0) {
     return {

@@ -173,7 +173,7 @@ export class LeasingStore implements LimiterStore {
       () => undefined
     )
     for (let i = 0; i < charges.length; i++) {
-      if (asks[i]! > 0) this.pending.set(charges[i]!.key, settled)
+      if (asks.has(charges[i]!.key)) this.pending.set(charges[i]!.key, settled)
     }
     try {
       const d = await call
@@ -275,9 +275,8 @@ export class LeasingStore implements LimiterStore {
    * last bucket (or this one, if more), at most `maxShare` of the limit; 0 for a key seen once,
    * one that still holds a share, or one declined in this bucket. Null when nothing is asked.
    */
-  private asksFor(charges: readonly Charge[]): number[] | null {
-    let any = false
-    const asks = new Array<number>(charges.length)
+  private asksFor(charges: readonly Charge[]): Map<string, number> | null {
+    let asks: Map<string, number> | null = null
     for (let i = 0; i < charges.length; i++) {
       const c = charges[i]!
       const d = this.demand.get(c.key)
@@ -285,10 +284,9 @@ export class LeasingStore implements LimiterStore {
       const holding = (this.leases.get(c.key)?.units ?? 0) > 0
       const declined = d !== undefined && d.declined === d.bucket
       const ask = seen < 2 || holding || declined ? 0 : Math.min(seen, this.capOf(c))
-      asks[i] = ask
-      if (ask > 0) any = true
+      if (ask > 0) (asks ??= new Map()).set(c.key, ask)
     }
-    return any ? asks : null
+    return asks
   }
 
   /**
@@ -298,7 +296,7 @@ export class LeasingStore implements LimiterStore {
    */
   private grant(
     charges: readonly Charge[],
-    asks: readonly number[],
+    asks: ReadonlyMap<string, number>,
     d: Decision,
     askedMono: number
   ): void {
@@ -308,7 +306,7 @@ export class LeasingStore implements LimiterStore {
       const charged = d.allowed ? d.windows[i]!.charged : undefined
       const units = charged !== undefined ? charged - 1 : 0
       if (units < 1) {
-        const demand = asks[i]! > 0 ? this.demand.get(c.key) : undefined
+        const demand = asks.has(c.key) ? this.demand.get(c.key) : undefined
         if (demand !== undefined) demand.declined = demand.bucket
         continue
       }

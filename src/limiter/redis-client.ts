@@ -1,8 +1,14 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
-import type { Config } from '../types.js'
+import type { Config, StoreKind } from '../types.js'
 
 // The one place an ioredis client for the store is made: the gateway's and the upgrade-report
 // command's alike, so a Cluster's password, user and TLS reach every connection.
+
+/** The store a configuration runs on (store.url and store.cluster are never both set). */
+export function storeKindOf(store: Config['store']): StoreKind {
+  if (store.cluster.length > 0) return 'cluster'
+  return store.url === '' ? 'memory' : 'redis'
+}
 
 /** The ioredis client for the store (one connection, or a Cluster). */
 export function redisClient(
@@ -27,7 +33,7 @@ export function redisClient(
     enableAutoPipelining: false,
   }
   let client: Redis | Cluster
-  if (s.cluster.length > 0) {
+  if (storeKindOf(s) === 'cluster') {
     const nodes = s.cluster.map((u) => {
       const url = new URL(u)
       return { host: url.hostname, port: Number(url.port || 6379) }

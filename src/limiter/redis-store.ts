@@ -18,21 +18,35 @@ import { TurnBatch } from './turn-batch.js'
 const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
 const PRELUDE = lua('prelude')
 /** One script per purpose, each on the shared prelude (fastify-rate-limit's `{ increment, read }`). */
-const CHECK = PRELUDE + lua('check')
+export const CHECK = PRELUDE + lua('check')
 const GIVE_BACK = PRELUDE + lua('give-back')
 
-type ScriptClient = (Redis | Cluster) & {
-  basegateCheck(numKeys: number, ...args: (string | number)[]): Promise<number[]>
-  basegateGiveBack(numKeys: number, ...args: (string | number)[]): Promise<number[]>
-}
+type Script = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>
+/** A client with the scripts defined on it, by command name. */
+type ScriptClient = (Redis | Cluster) & Record<string, Script>
 /** A pipeline of a ScriptClient: the scripts queue, exec() sends them in one write. */
-interface ScriptPipeline {
-  basegateCheck(numKeys: number, ...args: (string | number)[]): unknown
+type ScriptPipeline = Record<string, (numKeys: number, ...args: (string | number)[]) => unknown> & {
   exec(): Promise<[Error | null, unknown][] | null>
 }
 
 /** check.lua's argument that holds the deadline (see check()). */
 const DEADLINE_ARG = 2
+
+/** The clock check.lua buckets on: its script, the arguments it takes after the windows', and whether deadlines apply. */
+export interface CheckClock {
+  /** The command the script is defined as (one per script on a shared client). */
+  command: string
+  lua: string
+  args(nowMs: number): readonly number[]
+  deadlines: boolean
+}
+const NO_ARGS: readonly number[] = []
+const STORE_CLOCK: CheckClock = {
+  command: 'basegateCheck',
+  lua: CHECK,
+  args: () => NO_ARGS,
+  deadlines: true,
+}
 
 /** A check-script call waiting for the end of its turn (see writeChecks). */
 interface QueuedCheck {
@@ -80,23 +94,24 @@ export class RedisStore implements LimiterStore {
     client: Redis | Cluster,
     private readonly opts: RedisStoreOptions
   ) {
-    client.defineCommand('basegateCheck', { lua: CHECK })
+    const check = this.checkClock()
+    client.defineCommand(check.command, { lua: check.lua })
     client.defineCommand('basegateGiveBack', { lua: GIVE_BACK })
     this.client = client as ScriptClient
     this.clock = opts.clock ?? systemClock
   }
 
   /**
-   * The time the script buckets a call at: 0 asks it for the store's own clock (TIME), one
-   * clock for every instance sharing the store (SPEC §3). Always so in production; a test
-   * helper overrides it to drive time by hand (test/helpers/caller-clock.ts).
+   * The clock check.lua buckets a call on: the store's own (TIME), one clock for every instance
+   * sharing the store (SPEC §3), and so the one a deadline is set on. The seam a test uses to
+   * drive time by hand (test/helpers/caller-clock.ts: its own copy of the script).
    */
-  protected bucketTimeArg(_nowMs: number): number {
-    return 0
+  protected checkClock(): CheckClock {
+    return STORE_CLOCK
   }
 
   /**
-   * `opts.asks` (limiter/leases.ts): per window, the calls to charge as a lease (0: none). A
+   * `opts.asks` (limiter/leases.ts): by window key, the calls to charge as a lease. A
    * request whose windows span Cluster slots takes no lease: giving a share back after a later
    * slot refused would need a second refund path for little gain.
    */
@@ -218,12 +233,8 @@ export class RedisStore implements LimiterStore {
     return { keys, overrideAt }
   }
 
-  private async call(
-    script: 'basegateCheck' | 'basegateGiveBack',
-    keys: string[],
-    argv: (string | number)[]
-  ): Promise<number[]> {
-    return this.timed(this.client[script](keys.length, ...keys, ...argv))
+  private async call(script: string, keys: string[], argv: (string | number)[]): Promise<number[]> {
+    return this.timed(this.client[script]!(keys.length, ...keys, ...argv))
   }
 
   /** A store command under store.timeout_ms (see answerWithin); any failure is a StoreError. */
@@ -258,25 +269,26 @@ export class RedisStore implements LimiterStore {
   private async check(
     charges: readonly Charge[],
     nowMs: number,
-    opts: { peek: boolean; asks?: readonly number[] }
+    opts: { peek: boolean; asks?: ReadonlyMap<string, number> }
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
     const { keys, overrideAt } = this.keysOf(charges)
-    const callerNow = this.bucketTimeArg(nowMs)
-    const deadline = !opts.peek && callerNow === 0 && Boolean(this.opts.timeoutMs)
+    const clock = this.checkClock()
+    const deadline = !opts.peek && clock.deadlines && Boolean(this.opts.timeoutMs)
     if (deadline) await this.ensureOffset()
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
     // script compares a deadline (argument DEADLINE_ARG, 0: none) with its own clock. It is set
     // when the call is written, when the caller's timer starts too, so the script gives up no
     // later than the caller.
-    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0, callerNow]
+    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
       const endMs = c.kind === 'monthly' ? c.endMs : 0
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
-      argv.push(c.limit, windowMsOf(c), endMs, overrideAt[i]!, shadow, opts.asks?.[i] ?? 0)
+      argv.push(c.limit, windowMsOf(c), endMs, overrideAt[i]!, shadow, opts.asks?.get(c.key) ?? 0)
     }
+    for (const a of clock.args(nowMs)) argv.push(a)
     const { raw, sentMs } = await this.runCheck(keys, argv, deadline)
     const decisionNow = raw[1]!
     const storeNow = raw[2]!
@@ -300,7 +312,7 @@ export class RedisStore implements LimiterStore {
     if (this.opts.cluster) {
       const sentMs = this.clock.now()
       if (deadline) argv[DEADLINE_ARG] = this.deadlineAt(sentMs)
-      return this.call('basegateCheck', keys, argv).then((raw) => ({ raw, sentMs }))
+      return this.call(this.checkClock().command, keys, argv).then((raw) => ({ raw, sentMs }))
     }
     return new Promise((resolve, reject) =>
       this.checks.add({ keys, argv, deadline, resolve, reject })
@@ -308,21 +320,20 @@ export class RedisStore implements LimiterStore {
   }
 
   /**
-   * One turn's checks, in one write (issue #22, SPEC §3). ioredis's auto-pipelining batched them
-   * too, but held a turn's calls while the batch before was unanswered: under load they waited
-   * there behind this process's own late read of the earlier answers, reached Redis past their
-   * deadline, and a store that answered every call in time sent an instance to its fallback
-   * (one run in four of test/e2e/store-load.test.ts; none in fourteen without the wait). A
-   * batch here goes at once however many are unanswered, and its deadline and timeout start
-   * now, when it is written.
+   * One turn's checks, in one write (issue #22, SPEC §3). A batch goes at once however many
+   * earlier ones are unanswered, and its deadline and timeout start now, when it is written: a
+   * batch held back behind this process's own late read of earlier answers would reach Redis
+   * past its deadline, and load alone would send the instance to its fallback (ioredis's
+   * auto-pipelining holds a turn's calls that way).
    */
   private writeChecks(calls: QueuedCheck[]): void {
     const sentMs = this.clock.now()
     const deadline = this.deadlineAt(sentMs)
     const pipeline = this.client.pipeline() as unknown as ScriptPipeline
+    const command = this.checkClock().command
     for (const c of calls) {
       if (c.deadline) c.argv[DEADLINE_ARG] = deadline
-      pipeline.basegateCheck(c.keys.length, ...c.keys, ...c.argv)
+      pipeline[command]!(c.keys.length, ...c.keys, ...c.argv)
     }
     this.timed(pipeline.exec()).then(
       (results) => {

@@ -11,10 +11,10 @@ export interface LineSink {
 /**
  * The log's lines of one event-loop turn after its first, handed to the destination as one
  * write (issue #26). SonicBoom measures its last buffer (`Buffer.byteLength`, up to maxWrite
- * bytes) on every write while one is in flight: a flood's turn of fifty refusals cost 4.5–5 µs a
- * line that way, more than the rest of a refused call's own work. A turn's first line goes
- * straight through (a forwarded call's turn has one or two: holding them measured slower on the
- * rotating bench); the rest wait for the turn's end and go as one write. A batch never passes
+ * bytes) on every write while one is in flight: for a flood's turn of many refusals that costs
+ * more than the rest of a refused call's own work. A turn's first line goes straight through
+ * (a forwarded call's turn has one or two, and holding those costs more than it saves); the
+ * rest wait for the turn's end and go as one write. A batch never passes
  * `maxBytes`, so a worker's writes to the shared stdout stay whole lines of at most PIPE_BUF
  * bytes; lines keep their order. flush() and the process's exit write out what is held.
  */

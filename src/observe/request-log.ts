@@ -54,7 +54,7 @@ const SANE_ID = /^[A-Za-z0-9._~:-]{1,128}$/
 
 /**
  * A new request id: this process's random prefix and a counter (unique per process and across
- * processes, as nginx's $request_id is; a random UUID per call cost half a microsecond).
+ * processes, as nginx's $request_id is; cheaper than a random UUID per call).
  */
 const ID_PREFIX = randomBytes(6).toString('hex')
 let idCount = 0

@@ -1,6 +1,6 @@
 import { systemClock } from '../clock.js'
 import { request } from 'undici'
-import { redisClient } from '../limiter/redis-client.js'
+import { redisClient, storeKindOf } from '../limiter/redis-client.js'
 import { beyondHistory, upgradeReport } from '../history/report.js'
 import { loadConfigOrExit } from './load.js'
 import type { Flags } from '../config/flags.js'
@@ -51,7 +51,7 @@ async function fromStore(
   from: string | undefined
 ): Promise<Report | null> {
   const s = config.store
-  if (s.url === '' && s.cluster.length === 0) return null
+  if (storeKindOf(s) === 'memory') return null
   // The gateway's own client (a Cluster's password and TLS included); it may wait to connect.
   const client = redisClient(s, { offlineQueue: true, commandTimeoutMs: 5000 })
   try {

@@ -179,11 +179,15 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     const t1 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
     const t2 = t1 + 5 * bucketMs
     // A share of 7 in the first bucket (7 <= 20 / 2).
-    const first = await store.consume([c], t1, { asks: [7] })
+    const first = await store.consume([c], t1, { asks: new Map([[c.key, 7]]) })
     expect(first.windows[0]!.charged).toBe(7)
     // Asking 4 more would pass half the limit: the call is charged alone.
-    expect((await store.consume([c], t2, { asks: [4] })).windows[0]!.charged).toBe(1)
-    expect((await store.consume([c], t2, { asks: [2] })).windows[0]!.charged).toBe(2)
+    expect(
+      (await store.consume([c], t2, { asks: new Map([[c.key, 4]]) })).windows[0]!.charged
+    ).toBe(1)
+    expect(
+      (await store.consume([c], t2, { asks: new Map([[c.key, 2]]) })).windows[0]!.charged
+    ).toBe(2)
     let l = await layout(admin, prefix + c.key)
     expect([Number(l.h.t), l.sum, Number(l.h.o)]).toEqual([10, 10, Math.floor(t1 / bucketMs)])
     // Two of the first share's calls came: five go back, from its own bucket.

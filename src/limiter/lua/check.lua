@@ -6,8 +6,7 @@
 -- ARGV[2]  peek         1: read only (charge and delete nothing); 0: check and charge
 -- ARGV[3]  deadline     a time on the store's clock (ms), or 0: past it the caller has given up
 --                       (its timeout), so the call is neither admitted nor charged (issue #11)
--- ARGV[4]  callerNow    0: bucket on the store's clock (production); else the caller's ms
--- then six per window i (from ARGV[5 + 6(i-1)]):
+-- then six per window i (from ARGV[4 + 6(i-1)]):
 --   limit, windowMs (0 for a calendar window), endMs (a calendar window's end, else 0),
 --   overrideIndex (index in KEYS of its limit-override key, else 0), shadow (1: a dry-run
 --   rule: never refuses, not charged when over), ask (a lease: the calls to charge now, this
@@ -23,12 +22,10 @@
 local buckets = tonumber(ARGV[1])
 local peek = ARGV[2] == '1'
 local deadline = tonumber(ARGV[3])
-local callerNow = tonumber(ARGV[4])
-local FIRST = 5
+local FIRST = 4
 local PER_WINDOW = 6
 local n = (#ARGV - FIRST + 1) / PER_WINDOW
 local now = storeNow
-if callerNow ~= 0 then now = callerNow end
 
 if not peek and deadline > 0 and storeNow > deadline then
   return { -1, now, storeNow }
