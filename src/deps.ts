@@ -3,7 +3,12 @@ import { systemClock, type Clock } from './clock.js'
 import { GuardedStore } from './limiter/guarded-store.js'
 import { LeasingStore } from './limiter/leases.js'
 import { MemoryStore } from './limiter/memory-store.js'
-import { redisClient, storeKindOf } from './limiter/redis-client.js'
+import {
+  lastConnectionError,
+  redisClient,
+  storeAddress,
+  storeKindOf,
+} from './limiter/redis-client.js'
 import { RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
@@ -18,6 +23,8 @@ export interface Stores {
   /** SPEC §8: the upgrade report's counters (shared through Redis when there is one). */
   report: ReportStore
   kind: StoreKind
+  /** The store connection's last error (`connect ECONNREFUSED …`), for the lines that say it is down. */
+  connectionError(): string | undefined
 }
 
 /** The one place that picks the store implementation (memory, Redis, or Redis Cluster). */
@@ -38,6 +45,7 @@ export function createStore(
       changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
       kind: 'memory',
+      connectionError: () => undefined,
     }
   }
   const client = redisClient(s)
@@ -66,6 +74,7 @@ export function createStore(
     changes: new RedisChangeStore(client, subscriber, s.prefix),
     report: new RedisReportStore(client, s.prefix),
     kind,
+    connectionError: () => lastConnectionError(client),
   }
 }
 
@@ -90,8 +99,12 @@ function guardedRedisStore(
       clock,
       fallback: new MemoryStore(),
       onOutage: (down, err) => {
-        if (down) logger.error({ err, on_error: s.onError }, 'store unavailable')
-        else logger.info('store available again')
+        const store = storeAddress(s)
+        if (!down) return logger.info({ store }, 'store available again')
+        // Issue #34: the store's address and the socket's own error, not the client's wording
+        // of a refused command (and no stack: it says nothing an operator can act on).
+        const error = lastConnectionError(client) ?? (err as Error | undefined)?.message
+        logger.error({ store, error, on_error: s.onError }, 'store unavailable')
       },
       observe: metrics && {
         call: (seconds, ok) => {

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import { createSecureContext } from 'node:tls'
 import { readFile } from 'node:fs/promises'
-import YAML, { isScalar, Scalar, visit } from 'yaml'
+import YAML, { isMap, isScalar, LineCounter, Scalar, visit, type Document } from 'yaml'
 import type { $ZodIssue } from 'zod/v4/core'
 import type { Config, ConfigProblem } from '../types.js'
 import { buildConfig, ruleWarnings } from './build.js'
@@ -54,7 +56,7 @@ export function issueToProblems(
     case 'unrecognized_keys':
       return issue.keys.map((k) => ({
         field: formatPath([...path, k]),
-        message: 'is not a known key',
+        message: UNKNOWN_KEY,
       }))
     case 'invalid_union': {
       // A union the schema words itself (workers: N or auto) says what it accepts.
@@ -210,12 +212,17 @@ export function parseConfig(
   fileName = 'limits.yaml',
   flags: Flags = {}
 ): LoadResult {
-  const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true })
+  const lines = new LineCounter()
+  const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines })
   if (doc.errors.length > 0) {
-    // The YAML itself is broken: nothing further can be read from it.
+    // The YAML itself is broken: nothing further can be read from it. Its first line says where
+    // (the excerpt that followed its colon is left out).
     return {
       ok: false,
-      problems: doc.errors.map((e) => ({ field: fileName, message: e.message.split('\n')[0]! })),
+      problems: doc.errors.map((e) => ({
+        field: fileName,
+        message: e.message.split('\n')[0]!.replace(/:\s*$/, ''),
+      })),
     }
   }
   const problems: ConfigProblem[] = []
@@ -242,9 +249,76 @@ export function parseConfig(
   for (const p of problems) dropPath(raw, fieldPath(p.field))
   applyFlagsToDocument(raw, flags)
   const v = validate(raw)
-  const all = dedupe([...problems, ...v.problems])
+  const all = dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines))
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
   return { ok: true, config: v.config, warnings: ruleWarnings(v.config) }
+}
+
+const UNKNOWN_KEY = 'is not a known key'
+
+/**
+ * An unknown key says where it is and what it may have meant (issue #34): its line, and the
+ * known key of that level nearest to it (`rate_limit` → `rate_limits`).
+ */
+function placeUnknownKey(p: ConfigProblem, doc: Document, lines: LineCounter): ConfigProblem {
+  if (p.message !== UNKNOWN_KEY) return p
+  const path = fieldPath(p.field)
+  const key = String(path.at(-1))
+  const parent = path.length === 1 ? doc.contents : doc.getIn(path.slice(0, -1), true)
+  const pair = isMap(parent)
+    ? parent.items.find((i) => isScalar(i.key) && String(i.key.value) === key)
+    : undefined
+  const at = (pair?.key as { range?: [number, number, number] } | undefined)?.range?.[0]
+  const where = at === undefined ? [] : [`line ${lines.linePos(at).line}`]
+  const near = nearest(key, knownKeysAt(path.slice(0, -1)))
+  if (near !== null) where.push(`did you mean ${near}?`)
+  return where.length === 0 ? p : { ...p, message: `${UNKNOWN_KEY} (${where.join('; ')})` }
+}
+
+/** The keys the schema knows at a path of the file (none where it is not a mapping). */
+function knownKeysAt(path: readonly PropertyKey[]): string[] {
+  type Node = { shape?: Record<string, unknown>; _zod?: { def?: Record<string, unknown> } }
+  const unwrap = (n: Node | undefined): Node | undefined => {
+    let x = n
+    while (x?._zod?.def?.innerType !== undefined) x = x._zod.def.innerType as Node
+    return x
+  }
+  let node: Node | undefined = limitsFileSchema as unknown as Node
+  for (const p of path) {
+    node = unwrap(node)
+    node =
+      typeof p === 'number'
+        ? (node?._zod?.def?.element as Node | undefined)
+        : (node?.shape?.[String(p)] as Node | undefined)
+  }
+  const shape = unwrap(node)?.shape
+  return shape === undefined ? [] : Object.keys(shape)
+}
+
+/** The known key closest to `key` by edit distance, when it is close enough to be a typo. */
+function nearest(key: string, known: readonly string[]): string | null {
+  let best: string | null = null
+  let bestD = Math.max(2, Math.floor(key.length / 3)) + 1
+  for (const k of known) {
+    const d = editDistance(key.toLowerCase(), k)
+    if (d < bestD) [best, bestD] = [k, d]
+  }
+  return best
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i]
+    for (let j = 1; j <= b.length; j++)
+      cur[j] = Math.min(
+        prev[j]! + 1,
+        cur[j - 1]! + 1,
+        prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)
+      )
+    prev = cur
+  }
+  return prev[b.length]!
 }
 
 /** `a.b[2].c` → ['a', 'b', 2, 'c']. */
@@ -282,26 +356,77 @@ export async function loadConfigFile(
       problems: [{ field: file, message: 'is empty (write {} to take every default)' }],
     }
   }
-  return withReadableTls(parseConfig(text, env, file, flags))
+  return withUsableTls(parseConfig(text, env, file, flags), file)
 }
 
-/** Issue #25: a TLS file that cannot be read is a config problem naming it (exit 2), not a crash. */
-function withReadableTls(r: LoadResult): LoadResult {
+/**
+ * listen.tls (issues #25, #34): relative paths are the config file's folder's, as an operator
+ * reads them beside the file; each file must be readable, a PEM the TLS stack accepts, and the
+ * key must be the certificate's. Each problem names the field and the resolved path, so `check`
+ * refuses what the start would (exit 2, no stack trace, no restart loop under systemd).
+ */
+function withUsableTls(r: LoadResult, file: string): LoadResult {
   if (!r.ok || r.config.listen.tls === null) return r
+  const dir = dirname(resolve(file))
+  const certFile = resolve(dir, r.config.listen.tls.certFile)
+  const keyFile = resolve(dir, r.config.listen.tls.keyFile)
   const problems: ConfigProblem[] = []
-  const { certFile, keyFile } = r.config.listen.tls
-  for (const [field, path] of [
-    ['listen.tls.cert_file', certFile],
-    ['listen.tls.key_file', keyFile],
-  ] as const) {
+  const read = (field: string, path: string): Buffer | null => {
     try {
-      readFileSync(path)
+      return readFileSync(path)
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? String(err)
       problems.push({ field, message: `${JSON.stringify(path)} cannot be read (${code})` })
+      return null
     }
   }
-  return problems.length === 0 ? r : { ok: false, problems }
+  const cert = read('listen.tls.cert_file', certFile)
+  const key = read('listen.tls.key_file', keyFile)
+  if (cert !== null && key !== null) problems.push(...tlsProblems(cert, certFile, key, keyFile))
+  if (problems.length > 0) return { ok: false, problems }
+  r.config.listen.tls = { certFile, keyFile }
+  return r
+}
+
+/** What the TLS stack says of a certificate and its key, each said of its own field. */
+function tlsProblems(
+  cert: Buffer,
+  certFile: string,
+  key: Buffer,
+  keyFile: string
+): ConfigProblem[] {
+  const reason = (err: unknown) => String((err as Error).message).replace(/^error:[0-9A-F]+:/, '')
+  try {
+    createSecureContext({ cert })
+  } catch (err) {
+    return [
+      {
+        field: 'listen.tls.cert_file',
+        message: `${JSON.stringify(certFile)} is not a PEM certificate (${reason(err)})`,
+      },
+    ]
+  }
+  try {
+    createSecureContext({ key })
+  } catch (err) {
+    return [
+      {
+        field: 'listen.tls.key_file',
+        message: `${JSON.stringify(keyFile)} is not a PEM private key (${reason(err)})`,
+      },
+    ]
+  }
+  try {
+    createSecureContext({ cert, key })
+  } catch (err) {
+    return [
+      {
+        field: 'listen.tls.key_file',
+        message: `${JSON.stringify(keyFile)} is not the key of the certificate in listen.tls.cert_file (${reason(err)})`,
+      },
+    ]
+  }
+  return []
 }
 
 export function formatProblems(problems: readonly ConfigProblem[]): string {

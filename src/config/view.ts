@@ -1,21 +1,6 @@
+import { MASK, maskUrl } from '../mask-url.js'
 import type { Config, RateList } from '../types.js'
 import { overrideJson } from '../overrides/view.js'
-
-const MASK = '****'
-
-/** A URL with its password (and user) hidden: redis://:secret@host → redis://****@host. */
-export function maskUrl(url: string): string {
-  if (url === '') return url
-  try {
-    const u = new URL(url)
-    if (u.password === '' && u.username === '') return url
-    u.username = MASK
-    u.password = ''
-    return u.toString()
-  } catch {
-    return MASK
-  }
-}
 
 /**
  * The running configuration in the file's own shape and snake_case names, secrets masked: what

@@ -90,6 +90,11 @@ export interface Admission {
   /** Dry-run rules over their limit: logged, never refused. */
   shadowRules: readonly string[]
   /**
+   * The policy that refused the call (a rule's or an override's name, `ip_ceiling`, `monthly`,
+   * or the class), as RateLimit-Policy names it; null when nothing refused.
+   */
+  policy: string | null
+  /**
    * The team's month, when a monthly quota applies; `used` is null when the decision did not
    * read it (a refusal from the over-limit cache): a log line carries the true count or none.
    */

@@ -9,7 +9,7 @@ import type { Charge, Decision } from '../types.js'
 // x-ratelimit-* cannot show). A dry-run rule is not: its clients are not to notice it.
 
 /** The policy's name: the class, an override's or a rule's name, `ip_ceiling`, or `monthly`. */
-function baseName(c: Charge): string {
+export function policyName(c: Charge): string {
   if (c.kind === 'monthly') return 'monthly'
   if (c.kind === 'rule') return c.rule
   if (c.kind === 'ip_ceiling') return 'ip_ceiling'
@@ -42,7 +42,7 @@ export function ietfFields(
     const w = decision.windows[i]!
     // A window the decision did not read (a cached refusal) is not claimed full and unused.
     if (w.unknown === true) continue
-    let name = baseName(c)
+    let name = policyName(c)
     const windowSec =
       c.kind === 'monthly' ? ceilSec(c.endMs - monthStartMs(c.endMs)) : ceilSec(c.windowMs)
     if (seen.has(name)) name = `${name}-${windowSec}`

@@ -4,7 +4,7 @@ import type { Snapshot } from './snapshot.js'
 import { monthBounds } from '../quota/month.js'
 import type { Classification, Decision, LimiterStore } from '../types.js'
 import type { Admission } from './call.js'
-import { ietfFields } from './ietf-headers.js'
+import { ietfFields, policyName } from './ietf-headers.js'
 import {
   rateHeaderValues,
   retryAfterSec,
@@ -62,6 +62,7 @@ export function admit(
       headers: null,
       refused: null,
       shadowRules: [],
+      policy: null,
       monthly: null,
       storeMs: null,
     }
@@ -108,10 +109,20 @@ function admissionOf(
     headers: answer,
     refused,
     shadowRules,
+    policy: refused === null ? null : refusingPolicy(decision, charges),
     monthly,
     storeMs,
     storeStartedMs: started,
   }
+}
+
+/** The first window that refused (never a dry-run rule), by its policy name. */
+function refusingPolicy(d: Decision, charges: Classification['charges']): string | null {
+  for (let i = 0; i < charges.length; i++) {
+    const c = charges[i]!
+    if (d.windows[i]!.retryAtMs !== 0 && !(c.kind === 'rule' && c.dryRun)) return policyName(c)
+  }
+  return null
 }
 
 /** The rate headers of `header_style` (SPEC §4, §10), or null when none applies. */

@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { maskUrl } from '../mask-url.js'
 import type { Config, StoreKind } from '../types.js'
 
 // The one place an ioredis client for the store is made: the gateway's and the upgrade-report
@@ -56,7 +57,26 @@ export function redisClient(
   } else {
     client = new Redis(s.url, options)
   }
-  // ioredis reports every failed reconnect; the guarded store logs the outage once.
-  client.on('error', () => {})
+  // ioredis reports every failed reconnect; the guarded store logs the outage once, naming the
+  // last of these (the socket's own error: ECONNREFUSED, ETIMEDOUT, a TLS or auth failure).
+  client.on('error', (err: NodeJS.ErrnoException) => LAST_ERROR.set(client, describeError(err)))
   return client
+}
+
+const LAST_ERROR = new WeakMap<Redis | Cluster, string>()
+
+function describeError(err: NodeJS.ErrnoException): string {
+  const text = err.message || String(err)
+  return err.code !== undefined && !text.includes(err.code) ? `${err.code}: ${text}` : text
+}
+
+/** The client's last connection error (`connect ECONNREFUSED 127.0.0.1:6379`), if any. */
+export function lastConnectionError(client: Redis | Cluster): string | undefined {
+  return LAST_ERROR.get(client)
+}
+
+/** Where the store is, for a log line: its URL (or a Cluster's seeds), credentials masked. */
+export function storeAddress(s: Config['store']): string {
+  if (storeKindOf(s) === 'cluster') return `cluster ${s.cluster.map(maskUrl).join(', ')}`
+  return maskUrl(s.url)
 }

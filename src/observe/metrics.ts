@@ -81,6 +81,20 @@ export class Metrics {
       this.pendingRequests.clear()
     }
   )
+  /** Answers by class and status code (counted at scrape from a plain map, as requests are). */
+  private readonly pendingResponses = new Map<string, Map<number, number>>()
+  readonly responses: Counter<'class' | 'code'> = counter(
+    this.registry,
+    'basegate_responses_total',
+    "Answers by class and HTTP status code (the upstream's, or basegate's own; 0: the client left first)",
+    ['class', 'code'] as const,
+    () => {
+      for (const [cls, byCode] of this.pendingResponses) {
+        for (const [code, n] of byCode) this.responses.inc({ class: cls, code: String(code) }, n)
+      }
+      this.pendingResponses.clear()
+    }
+  )
   readonly refusals: Counter<'reason'> = counter(
     this.registry,
     'basegate_refusals_total',
@@ -323,11 +337,16 @@ export class Metrics {
    * A dry-run call forwarded counts as outcome `dry_run` (and refusal `dry_run`); one whose
    * upstream then failed keeps its `upstream_error`, and still counts the would-be refusal.
    */
-  countRequest(cls: string, outcome: OutcomeKind, dryRun = false): void {
+  countRequest(cls: string, outcome: OutcomeKind, dryRun = false, status?: number): void {
     const label = dryRun && outcome === 'forwarded' ? 'dry_run' : outcome
     let byOutcome = this.pendingRequests.get(cls)
     if (byOutcome === undefined) this.pendingRequests.set(cls, (byOutcome = new Map()))
     byOutcome.set(label, (byOutcome.get(label) ?? 0) + 1)
+    if (status !== undefined) {
+      let byCode = this.pendingResponses.get(cls)
+      if (byCode === undefined) this.pendingResponses.set(cls, (byCode = new Map()))
+      byCode.set(status, (byCode.get(status) ?? 0) + 1)
+    }
     const reason = dryRun ? 'dry_run' : REFUSAL_OF[outcome]
     if (reason === undefined) return
     this.pendingRefusals.set(reason, (this.pendingRefusals.get(reason) ?? 0) + 1)

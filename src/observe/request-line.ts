@@ -17,6 +17,7 @@ export const PLAIN_FIELDS = [
   ['team', 'string'],
   ['used', 'number'],
   ['quota', 'number'],
+  ['policy', 'string'],
   ['status', 'number'],
   ['outcome', 'safe'],
   ['store_ms', 'number'],

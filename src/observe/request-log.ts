@@ -164,7 +164,7 @@ function count(
   )
   if (m !== null && m.used !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {
-    metrics.countRequest(cls, o.kind, f.dryRun !== null)
+    metrics.countRequest(cls, o.kind, f.dryRun !== null, statusOf(o))
     if (o.kind === 'shed') metrics.sheds.labels(cls).inc()
     for (const id of f.apiChanges) metrics.countApiChange(id)
     const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
@@ -206,6 +206,7 @@ function commonFields(f: Finished, status: number, nowMono: number) {
     team: m?.team,
     used: m?.used ?? undefined,
     quota: m?.quota,
+    policy: adm?.policy ?? undefined,
     status,
     outcome: f.outcome.kind,
     store_ms: adm?.storeMs == null ? undefined : round2(adm.storeMs),

@@ -52,6 +52,7 @@ export class UsageSummary {
     const out = { requests: this.total, calls, teams: [...this.teams] }
     this.calls = new Map()
     this.total = 0
+    this.teams.clear()
     return out
   }
 
@@ -89,8 +90,11 @@ export class UsageSummary {
       teams_over_80: over80,
       teams_over_100: over100,
     }
+    // A team shows in the interval it had calls in (issue #34: a used-up team with no traffic
+    // does not warn again every interval; the month's notices say when it crossed).
     this.calls = new Map()
     this.total = 0
+    this.teams.clear()
     this.since = now
     return line
   }

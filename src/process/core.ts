@@ -1,4 +1,5 @@
 import { sleep, type Clock } from '../clock.js'
+import { storeAddress } from '../limiter/redis-client.js'
 import { version } from '../version.js'
 import type { Cli } from './runtime.js'
 import { ConfigHolder } from '../config/holder.js'
@@ -53,14 +54,24 @@ export async function refreshTeams(
  * passed: then it starts limiting alone under `on_error: open`, or answering 503 under
  * `closed`, and says so).
  */
-async function waitForStore(stores: Stores, logger: Logger, clock: Clock): Promise<void> {
+async function waitForStore(
+  stores: Stores,
+  config: Config,
+  logger: Logger,
+  clock: Clock
+): Promise<void> {
   if (stores.kind === 'memory') return
   const deadline = clock.monotonic() + STORE_WAIT_MS
   while (clock.monotonic() < deadline) {
     if (await stores.store.ready()) return
     await sleep(clock, 100)
   }
-  logger.warn({ waited_ms: STORE_WAIT_MS }, 'the store does not answer yet; serving without it')
+  const store = storeAddress(config.store)
+  const error = stores.connectionError()
+  logger.warn(
+    { waited_ms: STORE_WAIT_MS, store, error },
+    `the store does not answer yet (${store}: ${error ?? 'no answer'}); serving without it`
+  )
 }
 
 /** A reload from any source: applied and logged, or refused with every problem named. */
@@ -125,7 +136,7 @@ export async function bootCore(
     afterReload: [] as (() => void)[],
   }
   const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
-  await waitForStore(stores, logger, runtime.clock)
+  await waitForStore(stores, config, logger, runtime.clock)
   await refreshTeams(core)
   stores.changes.onChange(() => void refreshTeams(core))
   serverVersion.start()

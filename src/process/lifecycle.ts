@@ -3,7 +3,7 @@ import { watch, type FSWatcher } from 'node:fs'
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { basename, dirname } from 'node:path'
-import { maskUrl } from '../config/view.js'
+import { maskUrl } from '../mask-url.js'
 import { askServerInfo } from '../history/server-version.js'
 import type { Core } from './core.js'
 
@@ -22,17 +22,49 @@ function listenOn(server: Server, port: number, host: string): Promise<AddressIn
   })
 }
 
-/** Listens, or logs why not and exits 1. */
+/** Which listener: the setting that names its port, and the flag that beats it. */
+export type Listener = 'listen' | 'admin'
+
+/**
+ * Why a listener could not start, in the operator's terms (issue #34): the setting to change
+ * and the socket's error, not only the address.
+ */
+export function listenFailure(
+  err: unknown,
+  listener: Listener,
+  host: string,
+  port: number
+): string {
+  const code = (err as NodeJS.ErrnoException).code ?? String((err as Error).message ?? err)
+  const setting = `${listener}.port`
+  const change =
+    listener === 'listen'
+      ? `set ${setting} (or --port) to a free port, or stop what holds it`
+      : `set ${setting} to a free port (never the proxy's), or stop what holds it`
+  if (code === 'EADDRINUSE')
+    return `${setting} ${port} on ${host} is in use (EADDRINUSE): ${change}`
+  if (code === 'EACCES')
+    return `${setting} ${port} on ${host} needs privileges (EACCES): use a port above 1023, or give the process CAP_NET_BIND_SERVICE`
+  if (code === 'EADDRNOTAVAIL')
+    return `${listener}.host ${host} is not an address of this machine (EADDRNOTAVAIL): set ${listener}.host`
+  return `${setting} ${port} on ${host} cannot listen (${code})`
+}
+
+/** Listens, or logs why not (naming the setting) and exits 1. */
 export async function listenOrExit(
   core: Core,
   server: Server,
-  port: number,
-  host: string
+  listener: Listener
 ): Promise<AddressInfo> {
+  const { host, port } = core.holder.current.config[listener]
   try {
     return await listenOn(server, port, host)
   } catch (err) {
-    core.logger.fatal({ err }, 'cannot listen')
+    const code = (err as NodeJS.ErrnoException).code
+    core.logger.fatal(
+      { setting: `${listener}.port`, host, port, error: code },
+      listenFailure(err, listener, host, port)
+    )
     core.logger.flush()
     process.exit(1)
   }

@@ -8,6 +8,7 @@ import { mergeCounts } from '../observe/status-recorder.js'
 import { closeServer, createAdmin } from './admin-server.js'
 import { bootCore, closeCore } from './core.js'
 import {
+  listenFailure,
   listenOrExit,
   logListening,
   probeUpstream,
@@ -45,12 +46,19 @@ export async function runPrimary(
   try {
     p = await workers.start()
   } catch (err) {
-    logger.fatal({ err }, 'the workers could not start')
+    const { host, port } = config.listen
+    const why = (err as NodeJS.ErrnoException).code
+      ? listenFailure(err, 'listen', host, port)
+      : String((err as Error).message)
+    logger.fatal(
+      { error: (err as NodeJS.ErrnoException).code },
+      `the workers could not start: ${why}`
+    )
     logger.flush()
     await workers.drain(DRAIN_MS).catch(() => {})
     process.exit(1)
   }
-  const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
+  const a = await listenOrExit(core, admin, 'admin')
   const watcher = watchConfig(core)
   const summaryTimer = startSummary(core, async () => {
     for (const c of await workers.ask('summary')) core.summary.absorb(c)

@@ -23,8 +23,8 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
     protect: async () => proxy.gateway.protector.state(),
     counts: async () => core.status.counts(core.runtime.clock.now()),
   })
-  const p = await listenOrExit(core, proxy.server, config.listen.port, config.listen.host)
-  const a = await listenOrExit(core, admin, config.admin.port, config.admin.host)
+  const p = await listenOrExit(core, proxy.server, 'listen')
+  const a = await listenOrExit(core, admin, 'admin')
   const watcher = watchConfig(core)
   const summaryTimer = startSummary(core)
   stopOnSignals(core, async () => {

@@ -12,12 +12,15 @@ import type { Config } from '../types.js'
 
 type Report = Awaited<ReturnType<typeof upgradeReport>>
 
-/** The report as the running instance has it (its counts up to this moment included). */
+/**
+ * The report as the running instance has it (its counts up to this moment included), or what
+ * the admin API said instead: a 401 is a wrong token, not a missing instance (issue #34).
+ */
 async function fromAdmin(
   config: Config,
   to: string,
   from: string | undefined
-): Promise<Report | null> {
+): Promise<Report | { answered: string; reached: boolean }> {
   const host =
     config.admin.host === '0.0.0.0'
       ? '127.0.0.1'
@@ -35,12 +38,28 @@ async function fromAdmin(
       }
     )
     if (r.statusCode !== 200) {
-      await r.body.dump()
-      return null
+      const text = await r.body.text().catch(() => '')
+      let said = ''
+      try {
+        said = String((JSON.parse(text) as { error_msg?: unknown }).error_msg ?? '')
+      } catch {
+        // not JSON: the status says enough
+      }
+      const hint =
+        r.statusCode === 401
+          ? config.admin.token
+            ? ": admin.token in this file is not the running instance's"
+            : ': the running instance has an admin.token and this file has none'
+          : ''
+      return {
+        answered: `answered ${r.statusCode}${said ? ` (${said})` : ''}${hint}`,
+        reached: true,
+      }
     }
     return (await r.body.json()) as Report
-  } catch {
-    return null
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'no answer'
+    return { answered: `did not answer (${code})`, reached: false }
   }
 }
 
@@ -126,12 +145,20 @@ export async function runUpgradeReport(
     process.exit(2)
   }
   const { config } = await loadConfigOrExit(load.file, load.env, load.flags)
-  const report =
-    (await fromAdmin(config, version, from)) ??
-    (await fromStore(config, version, from ?? undefined))
-  if (report === null) {
+  const admin = await fromAdmin(config, version, from)
+  const report = 'answered' in admin ? await fromStore(config, version, from ?? undefined) : admin
+  if (report !== null && 'answered' in admin && admin.reached)
     process.stderr.write(
-      `no report: the admin API at ${config.admin.host}:${config.admin.port} did not answer, and the store is ${config.store.url || config.store.cluster.length ? 'out of reach' : 'in-memory (the report lives in the running process)'}\n`
+      `the admin API at ${config.admin.host}:${config.admin.port} ${admin.answered}; the report below is the shared store's (at most a few seconds behind)\n`
+    )
+  if (report === null) {
+    const why = 'answered' in admin ? admin.answered : ''
+    const store =
+      storeKindOf(config.store) === 'memory'
+        ? 'in-memory (the report lives in the running process)'
+        : 'out of reach'
+    process.stderr.write(
+      `no report: the admin API at ${config.admin.host}:${config.admin.port} ${why}, and the store is ${store}\n`
     )
     process.exit(2)
   }

@@ -116,7 +116,7 @@ describe('parseConfig: every problem named by its field', () => {
   it.each([
     ['bad-rate.yaml', ['rate_limits.base: "500/mn" is not a rate']],
     ['bad-rate-in-list.yaml', ['rate_limits.account[1]: "10/fortnight" is not a rate']],
-    ['unknown-key.yaml', ['rate_limit: is not a known key']],
+    ['unknown-key.yaml', ['rate_limit: is not a known key (line 1; did you mean rate_limits?)']],
     [
       'bad-enum.yaml',
       [
@@ -216,7 +216,7 @@ describe('parseConfig: every problem named by its field', () => {
         'store.timeout_ms: must be at least 1, got 0',
         'rate_limits.base: "5/mn" is not a rate',
         'size_limits.list_rows: must be at least 1, got -1',
-        'bogus: is not a known key',
+        'bogus: is not a known key (line 6)',
         'admin.host: "0.0.0.0" is not loopback; set admin.token to listen there',
         "admin.port: 8080 is the proxy's port (listen.port); the admin listener needs its own",
       ])
@@ -236,6 +236,26 @@ describe('parseConfig: every problem named by its field', () => {
     const out = lines(fixture('bad-yaml.yaml'))
     expect(out.length).toBeGreaterThan(0)
     expect(out[0]).toMatch(/^limits\.yaml: /)
+    // Issue #34: the line says where, and does not end in the colon of an excerpt left out.
+    expect(out[0]).toMatch(/line \d+, column \d+$/)
+  })
+
+  it('issue #34: an unknown key says its line and the known key it may have meant, at any depth', () => {
+    expect(
+      lines(`listen: { port: 8080 }
+size_limits:
+  max_body_byte: 100
+  spil_bytes: 10
+monthly:
+  teams:
+    - { id: a, plan: free, user: 3, bases: [] }
+frobnicate: 1`)
+    ).toEqual([
+      'size_limits.max_body_byte: is not a known key (line 3; did you mean max_body_bytes?)',
+      'size_limits.spil_bytes: is not a known key (line 4; did you mean spill_bytes?)',
+      'monthly.teams[0].user: is not a known key (line 7; did you mean users?)',
+      'frobnicate: is not a known key (line 8)',
+    ])
   })
 
   it('a rate that is neither text nor a list', () => {

@@ -103,4 +103,58 @@ describe('listen.tls', () => {
       /^listen\.tls\.cert_file: ".*missing\.pem" cannot be read \(ENOENT\)$/m
     )
   })
+
+  it("issue #34: a file that is not PEM, or a key that is not the certificate's, is exit 2 from check and from the start, naming the field and the resolved path, no stack", async () => {
+    const sub = join(dir, 'conf')
+    execFileSync('mkdir', ['-p', sub])
+    writeFileSync(join(sub, 'junk.pem'), 'this is not a certificate\n')
+    // Another key, so the pair does not match.
+    execFileSync('openssl', ['genrsa', '-out', join(sub, 'other-key.pem'), '2048'], {
+      stdio: 'ignore',
+    })
+    const cases: [string, string, RegExp][] = [
+      [
+        'cert_file: junk.pem, key_file: ' + JSON.stringify(key),
+        'listen.tls.cert_file',
+        new RegExp(
+          `^listen\\.tls\\.cert_file: "${sub}/junk\\.pem" is not a PEM certificate \\(.+\\)$`,
+          'm'
+        ),
+      ],
+      [
+        `cert_file: ${JSON.stringify(cert)}, key_file: junk.pem`,
+        'listen.tls.key_file',
+        new RegExp(`^listen\\.tls\\.key_file: "${sub}/junk\\.pem" is not a PEM private key`, 'm'),
+      ],
+      [
+        `cert_file: ${JSON.stringify(cert)}, key_file: ./other-key.pem`,
+        'listen.tls.key_file',
+        new RegExp(
+          `^listen\\.tls\\.key_file: "${sub}/other-key\\.pem" is not the key of the certificate`,
+          'm'
+        ),
+      ],
+    ]
+    for (const [tls, field, message] of cases) {
+      const file = join(sub, 'limits.yaml')
+      writeFileSync(file, `listen: { port: 0, tls: { ${tls} } }\nadmin: { port: 0 }\n`)
+      for (const args of [
+        ['check', '--config', file],
+        ['--config', file],
+      ]) {
+        const r = await runOnce(args)
+        expect([field, r.code]).toEqual([field, 2])
+        expect(r.stderr).toMatch(message)
+        expect(r.stderr).not.toMatch(/\n\s+at /) // no stack trace
+        expect(r.stderr.trim().split('\n')).toHaveLength(1)
+      }
+    }
+    // Relative paths beside the file: the pair copied there serves.
+    execFileSync('cp', [cert, join(sub, 'c.pem')])
+    execFileSync('cp', [key, join(sub, 'k.pem')])
+    const good = join(sub, 'good.yaml')
+    writeFileSync(good, 'listen: { tls: { cert_file: c.pem, key_file: ./k.pem } }\n')
+    const ok = await runOnce(['check', '--config', good], {})
+    expect(ok.code).toBe(0)
+  })
 })

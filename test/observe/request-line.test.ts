@@ -32,6 +32,7 @@ const full: PlainLine = {
   team: 'acme',
   used: 12,
   quota: 30000,
+  policy: 'list-rows "p"',
   status: 200,
   outcome: 'forwarded',
   store_ms: 0.42,

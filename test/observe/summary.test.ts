@@ -24,10 +24,19 @@ describe('UsageSummary across worker processes', () => {
     ])
     // A team's usage is the highest any process saw (they read one store).
     expect(line.teams_over_80).toEqual([{ team: 'acme', used: 95, quota: 100, percent: 95 }])
-    expect(a.take()).toEqual({
-      requests: 0,
-      calls: [],
-      teams: [['acme', { used: 90, quota: 100 }]],
-    })
+    // Issue #34: a team shows in the interval it had calls in; after take() nothing is left.
+    expect(a.take()).toEqual({ requests: 0, calls: [], teams: [] })
+  })
+})
+
+describe('UsageSummary: a used-up team with no traffic (issue #34 item 7)', () => {
+  it('shows in the interval it had calls in, not again in every quiet interval after', () => {
+    const s = new UsageSummary(10, 100_000, new FakeClock(0))
+    s.record('base:a')
+    s.recordMonthly('acme', 100, 100)
+    expect(s.flush(60_000).teams_over_100).toEqual([
+      { team: 'acme', used: 100, quota: 100, percent: 100 },
+    ])
+    expect(s.flush(120_000).teams_over_100).toEqual([])
   })
 })

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest'
 
 /** Bottom to top. A room may import any room on a lower floor. */
 const FLOORS: readonly (readonly string[])[] = [
-  ['types.ts', 'clock.ts', 'version.ts'],
+  ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts'],
   ['request', 'limiter', 'quota'],
   ['history', 'overrides', 'size'],
   ['http'],
