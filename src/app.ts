@@ -11,7 +11,15 @@ import { sendJsonError, sendRefusal } from './http/respond.js'
 import type { Snapshot } from './http/snapshot.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
-import { begin, createFinisher, type Begun, type Finish } from './observe/request-log.js'
+import {
+  bytesInOf,
+  createFinisher,
+  peerOf,
+  requestIdOf,
+  userAgentOf,
+  type Begun,
+  type Finish,
+} from './observe/request-log.js'
 import type { StatusRecorder } from './observe/status-recorder.js'
 import type { UsageSummary } from './observe/summary.js'
 import { endWith, requestSpan, upstreamSpan } from './observe/tracing.js'
@@ -19,7 +27,8 @@ import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE, type SlotAnswer } from './pr
 import { createDelayer, delayMsOf } from './protect/delay.js'
 import { Protector } from './protect/protector.js'
 import { BufferBudget } from './size/body-buffer.js'
-import { sizedBody, type SizeDeps, type SizedBody } from './size/body.js'
+import { sizeCheckFor } from './size/actions.js'
+import { sizedBody, sizedQuery, type SizeDeps, type SizedBody } from './size/body.js'
 import type { LimiterStore } from './types.js'
 import { createUpgradeHandler } from './websocket.js'
 
@@ -62,11 +71,9 @@ export interface Gateway {
  * One request on its way through: made once as it arrives, filled in by each step of its
  * story, read by the one finish() at its end (the log line, the metrics, the span).
  */
-interface Call {
+interface Call extends Begun {
   readonly req: IncomingMessage
   readonly res: ServerResponse
-  /** The access log's own fields (SPEC §7), and what is learnt on the way out. */
-  readonly begun: Begun
   /** What the gate made of it: set by the gate step, a Pass from the key step on. */
   gate: GateResult | null
   /** What a dry-run forwards anyway (a rule, a limit, a size). */
@@ -113,7 +120,7 @@ function tell(call: Call, flow: Flow, from: number): void | Promise<void> {
 
 /** The call ends here: one finish() for every exit. Returns false (the story stops). */
 function ended(call: Call, flow: Flow, outcome: Outcome): false {
-  flow.finish(call.gate!, call.begun, outcome, call.dryRun)
+  flow.finish(call.gate!, call, outcome, call.dryRun)
   return false
 }
 
@@ -121,7 +128,9 @@ const after = <T>(v: T | Promise<T>, next: (v: T) => Next): Next =>
   v instanceof Promise ? v.then(next) : next(v)
 
 function gateStep(call: Call, flow: Flow): Next {
-  return after(flow.gate(call.req), (g) => judged(call, flow, g))
+  // Written out (not `after`): a decision made without I/O takes no closure either.
+  const g = flow.gate(call.req)
+  return g instanceof Promise ? g.then((r) => judged(call, flow, r)) : judged(call, flow, g)
 }
 
 /** A pass goes on; a refusal is answered, unless SPEC §9 delay_ms lets it wait and ask again. */
@@ -134,7 +143,7 @@ function judged(call: Call, flow: Flow, g: GateResult): Next {
   // Asked synchronously: the flood's refusals that cannot wait pay nothing for delay_ms.
   const waitMs = delayMsOf(g, flow.deps.snapshot().config.rateLimits.delayMs)
   if (waitMs === null) return refused(call, flow, g)
-  const onWaited = (ms: number) => (call.begun.delayedMs = ms)
+  const onWaited = (ms: number) => (call.delayedMs = ms)
   return flow.delayed(call.req, call.res, g, waitMs, onWaited).then((again) => {
     if (again === null) return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
     if (again.kind === 'refuse') return refused(call, flow, again)
@@ -144,7 +153,7 @@ function judged(call: Call, flow: Flow, g: GateResult): Next {
 
 function refused(call: Call, flow: Flow, g: Refusal): false {
   call.gate = g
-  call.begun.bytesOut = sendRefusal(call.res, g, call.begun.requestId)
+  call.bytesOut = sendRefusal(call.res, g, call.requestId)
   return ended(call, flow, g.outcome)
 }
 
@@ -154,27 +163,37 @@ function keyShareStep(call: Call, flow: Flow): Next {
   const busy = flow.guard.enterKey(admission)
   if (busy === null) return true
   return busy.then(({ headers, givenBack }) => {
-    call.begun.givenBack = givenBack
-    call.begun.bytesOut = sendJsonError(
-      call.res,
-      429,
-      KEY_BUSY_MESSAGE,
-      headers,
-      call.begun.requestId
-    )
+    call.givenBack = givenBack
+    call.bytesOut = sendJsonError(call.res, 429, KEY_BUSY_MESSAGE, headers, call.requestId)
     return ended(call, flow, { kind: 'key_in_flight' })
   })
 }
 
+/** The body of a call that needs none read: it streams through (one shared answer). */
+const STREAMED = Object.freeze({
+  kind: 'forward',
+  body: undefined,
+  broken: null,
+  release: () => {},
+}) as Extract<SizedBody, { kind: 'forward' }>
+
 /** SPEC §4 and §8: the body the checks and the history need, read by size/ (or streamed). */
 function bodyStep(call: Call, flow: Flow): Next {
   const pass = call.gate as Pass
-  const { req, res, begun } = call
+  const { req, res } = call
+  // Most calls read no body: they take nothing here (no per-call object, no closure); a List
+  // Rows call has its query checked, still without one.
+  if (pass.pendingHistory.length === 0) {
+    const check = sizeCheckFor(call.method, pass.route)
+    if (check === null) return ((call.body = STREAMED), true)
+    if (check.counts === 'query')
+      return bodyRead(call, flow, pass, sizedQuery(pass.snapshot.config, pass.query))
+  }
   const sized = sizedBody(flow.sizeDeps, req, pass.snapshot.config, {
     path: pass.route,
     query: pass.query,
     client: pass.snapshot.clientIp.keyOf(pass.admission.clientIp),
-    sinceHeadMs: () => flow.clock.monotonic() - begun.startedMs,
+    sinceHeadMs: () => flow.clock.monotonic() - call.startedMs,
     onHeadPassed: () => sendContinue(req, res),
     fields: pendingFields(pass),
   })
@@ -185,25 +204,25 @@ function bodyStep(call: Call, flow: Flow): Next {
 
 /** What the body step said: the body to forward, or an answer of ours. */
 function bodyRead(call: Call, flow: Flow, pass: Pass, sized: SizedBody): Next {
-  const { req, res, begun } = call
+  const { req, res } = call
   const { admission } = pass
-  const id = begun.requestId
+  const id = call.requestId
   switch (sized.kind) {
     case 'aborted':
       return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
     case 'unavailable':
       // SPEC §4: a body that could not be held is not forwarded and not charged.
       return flow.guard.giveBackNow(admission).then((givenBack) => {
-        begun.givenBack = givenBack
+        call.givenBack = givenBack
         const headers = { ...admission.headers, 'retry-after': '1', connection: 'close' }
-        begun.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
+        call.bytesOut = sendJsonError(res, 503, sized.message, headers, id)
         return ended(call, flow, { kind: 'body_unavailable', message: sized.message })
       })
     case 'timeout': {
       // SPEC §4 body_timeout_ms: the connection closes; its held bytes were freed already.
       res.once('finish', () => req.socket.destroy())
       const headers = { ...admission.headers, connection: 'close' }
-      begun.bytesOut = sendJsonError(res, 408, sized.message, headers, id)
+      call.bytesOut = sendJsonError(res, 408, sized.message, headers, id)
       return ended(call, flow, { kind: 'body_timeout', message: sized.message })
     }
     case 'refused': {
@@ -211,12 +230,12 @@ function bodyRead(call: Call, flow: Flow, pass: Pass, sized: SizedBody): Next {
       // SPEC §4: nothing of the call reached the server. A body left unread closes the connection.
       res.setHeader('connection', 'close')
       const r = sized.refusal
-      begun.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
+      call.bytesOut = sendJsonError(res, r.status, r.message, admission.headers, id)
       return ended(call, flow, { kind: 'size_refused', ...r })
     }
     case 'forward':
       if (sized.broken !== null) call.dryRun = { ...call.dryRun, size: sized.broken }
-      if (sized.fields !== undefined) bodyHistory(flow.deps, pass, begun.method, sized.fields)
+      if (sized.fields !== undefined) bodyHistory(flow.deps, pass, call.method, sized.fields)
       call.body = sized
       return true
   }
@@ -225,27 +244,34 @@ function bodyRead(call: Call, flow: Flow, pass: Pass, sized: SizedBody): Next {
 /** SPEC §9: a slot at the server (the web UI's calls first; none within queue_ms: 503). */
 function slotStep(call: Call, flow: Flow): Next {
   const pass = call.gate as Pass
-  // Synchronous when a slot is free (always, without `protect`): no promise per request.
-  return after(flow.guard.slot(pass.admission, call.res), (slot) => {
-    call.slot = slot
-    if (slot.result === 'granted') return true
-    call.body!.release()
-    call.begun.givenBack = slot.givenBack === true
-    if (slot.result === 'cancelled')
-      return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
-    const headers = flow.guard.shedHeaders(pass.admission, pass.snapshot.config)
-    call.begun.bytesOut = sendJsonError(call.res, 503, SHED_MESSAGE, headers, call.begun.requestId)
-    return ended(call, flow, { kind: 'shed', waitedMs: slot.waitedMs })
-  })
+  // Synchronous when a slot is free (always, without `protect`): no promise, no closure.
+  const slot = flow.guard.slot(pass.admission, call.res)
+  return slot instanceof Promise
+    ? slot.then((s) => slotted(call, flow, s))
+    : slotted(call, flow, slot)
+}
+
+/** A slot, or the 503 of a call that got none (given back). */
+function slotted(call: Call, flow: Flow, slot: SlotAnswer): boolean {
+  const pass = call.gate as Pass
+  call.slot = slot
+  if (slot.result === 'granted') return true
+  call.body!.release()
+  call.givenBack = slot.givenBack === true
+  if (slot.result === 'cancelled')
+    return ended(call, flow, { kind: 'client_aborted', upstreamMs: null })
+  const headers = flow.guard.shedHeaders(pass.admission, pass.snapshot.config)
+  call.bytesOut = sendJsonError(call.res, 503, SHED_MESSAGE, headers, call.requestId)
+  return ended(call, flow, { kind: 'shed', waitedMs: slot.waitedMs })
 }
 
 /** To the server; the call ends when its answer did (forwarder's done). */
 function forwardStep(call: Call, flow: Flow): false {
   const pass = call.gate as Pass
-  const { req, res, begun } = call
+  const { req, res } = call
   const { admission, snapshot, history } = pass
   const tracer = flow.deps.tracer
-  const up = tracer != null && begun.span !== undefined ? upstreamSpan(tracer, begun.span) : null
+  const up = tracer != null && call.span !== undefined ? upstreamSpan(tracer, call.span) : null
   sendContinue(req, res)
   flow.deps.forwarder.forward({
     req,
@@ -255,13 +281,13 @@ function forwardStep(call: Call, flow: Flow): false {
       history.headers === null ? admission.headers : { ...admission.headers, ...history.headers },
     body: call.body!.body,
     timeoutMs: snapshot.config.upstream.timeoutMs,
-    requestId: begun.requestId,
+    requestId: call.requestId,
     traceparent: up?.traceparent,
     done: (r) => {
       if (up !== null) endWith(up.span, r.status, {})
       call.body!.release()
-      begun.bytesOut = r.bytesOut
-      begun.givenBack = flow.guard.finished(admission, call.slot!.ticket, snapshot.config, r)
+      call.bytesOut = r.bytesOut
+      call.givenBack = flow.guard.finished(admission, call.slot!.ticket, snapshot.config, r)
       ended(call, flow, forwardOutcome(r))
     },
   })
@@ -328,9 +354,25 @@ export function createGateway(deps: GatewayDeps): Gateway {
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     try {
-      const begun = begin(req, clock)
-      if (deps.tracer != null) begun.span = requestSpan(deps.tracer, req)
-      const call: Call = { req, res, begun, gate: null, dryRun: null, body: null, slot: null }
+      // The access log's own fields (SPEC §7) and the story's, in one object per request.
+      const call: Call = {
+        method: req.method ?? 'GET',
+        startedMs: clock.monotonic(),
+        requestId: requestIdOf(req),
+        userAgent: userAgentOf(req),
+        peer: peerOf(req),
+        bytesIn: bytesInOf(req),
+        bytesOut: undefined,
+        delayedMs: undefined,
+        givenBack: false,
+        span: deps.tracer != null ? requestSpan(deps.tracer, req) : undefined,
+        req,
+        res,
+        gate: null,
+        dryRun: null,
+        body: null,
+        slot: null,
+      }
       const told = tell(call, flow, 0)
       if (told instanceof Promise) told.catch((err: unknown) => requestFailed(logger, res, err))
     } catch (err) {

@@ -58,10 +58,11 @@ export function createGate(deps: GateDeps): Gate {
     if (!norm.ok)
       return refuse(400, norm.reason, { kind: 'bad_path', reason: norm.reason }, { path: null })
     const path = norm.path
-    const routed = routeOf(path)
-    if (!routed.ok)
-      return refuse(400, routed.reason, { kind: 'bad_path', reason: routed.reason }, { path })
-    const route = routed.path
+    const route = routeOf(path)
+    if (route === null) {
+      const reason = 'the path climbs above the root (through a ;parameter)'
+      return refuse(400, reason, { kind: 'bad_path', reason }, { path })
+    }
     // Two Host headers name two servers: which one is meant cannot be known (issue #11).
     if (hostCount(req.rawHeaders) > 1) {
       const reason = 'the request has more than one Host header'
@@ -74,6 +75,11 @@ export function createGate(deps: GateDeps): Gate {
       return storeDown(err, path)
     }
     const method = req.method ?? 'GET'
+    if (!(admitted instanceof Promise)) {
+      // A flood's refusals take nothing more than their own answer.
+      const refusal = rateRefusal(snapshot, path, admitted)
+      if (refusal !== null) return refusal
+    }
     const at = { method, path, route, query, snapshot }
     if (!(admitted instanceof Promise)) return windowsSaid(deps, at, admitted)
     return admitted.then(
@@ -81,6 +87,14 @@ export function createGate(deps: GateDeps): Gate {
       (err: unknown) => storeDown(err, path)
     )
   }
+}
+
+/** The 429 of a call the enforced windows refuse; null when they admit it (or dry-run forwards it). */
+function rateRefusal(snapshot: Snapshot, path: string, admission: Admission): Refusal | null {
+  const { refused } = admission
+  if (refused === null || snapshot.config.mode !== 'enforce') return null
+  const outcome: Outcome = { kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited' }
+  return refuse(429, null, outcome, { path, admission, headers: admission.headers })
 }
 
 /** What the windows said: a 429, or on to the change history. */
@@ -91,20 +105,14 @@ function windowsSaid(
 ): GateResult {
   const { path, snapshot } = call
   const { refused, shadowRules } = admission
-  const enforce = snapshot.config.mode === 'enforce'
   let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
   if (refused !== null) {
-    if (enforce) {
-      const outcome: Outcome = {
-        kind: refused === 'monthly' ? 'monthly_limited' : 'rate_limited',
-      }
-      const headers = admission.headers
-      return refuse(429, null, outcome, { path, admission, headers })
-    }
+    const refusal = rateRefusal(snapshot, path, admission)
+    if (refusal !== null) return refusal
     // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
     dryRun = { ...dryRun, refusal: refused }
   }
-  return historyStep(deps, { ...call, admission, enforce }, dryRun)
+  return historyStep(deps, call, admission, dryRun)
 }
 
 /**
@@ -113,20 +121,13 @@ function windowsSaid(
  */
 function historyStep(
   deps: GateDeps,
-  at: {
-    method: string
-    path: string
-    route: string
-    query: string
-    snapshot: Snapshot
-    admission: Admission
-    enforce: boolean
-  },
+  at: { method: string; path: string; route: string; query: string; snapshot: Snapshot },
+  admission: Admission,
   dryRun: DryRun | null
 ): GateResult {
-  const { method, path, route, query, snapshot, admission } = at
+  const { method, path, route, query, snapshot } = at
   const matches = HISTORY.match(method, route, query)
-  if (matches.length === 0) return passOf(at, dryRun, NO_HISTORY, [])
+  if (matches.length === 0) return passOf(at, admission, dryRun, NO_HISTORY, [])
   const known = matches.filter((m) => m.bodyWithout === null).map((m) => m.entry)
   const key = admission.classification.key
   const history = checkHistory(deps, snapshot, { method, path: route, key }, known)
@@ -134,7 +135,7 @@ function historyStep(
     // SPEC §8: not forwarded, and counted like any call of its class (it was admitted).
     const { entry, message } = history.gone
     const outcome: Outcome = { kind: 'gone', entry: entry.id, message }
-    if (at.enforce) {
+    if (snapshot.config.mode === 'enforce') {
       const headers = admission.headers
       return refuse(410, message, outcome, { path, admission, headers, history })
     }
@@ -142,6 +143,7 @@ function historyStep(
   }
   return passOf(
     at,
+    admission,
     dryRun,
     history,
     matches.filter((m) => m.bodyWithout !== null)
@@ -150,12 +152,13 @@ function historyStep(
 
 /** A call to forward, with what the history made of it. */
 function passOf(
-  at: { path: string; route: string; query: string; snapshot: Snapshot; admission: Admission },
+  at: { path: string; route: string; query: string; snapshot: Snapshot },
+  admission: Admission,
   dryRun: DryRun | null,
   history: HistoryDecision,
   pendingHistory: readonly Match[]
 ): Pass {
-  const { admission, path, route, query, snapshot } = at
+  const { path, route, query, snapshot } = at
   const apiChanges = history.breaking.length === 0 ? [] : history.breaking.map((e) => e.id)
   return {
     kind: 'pass',

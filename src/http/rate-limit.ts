@@ -69,9 +69,18 @@ export function admit(
   }
   const started = clock.monotonic()
   const decided = store.consume(charges, nowMs)
-  const of = (d: Decision) =>
+  if (!(decided instanceof Promise))
+    return admissionOf(
+      snapshot,
+      classification,
+      clientIp,
+      decided,
+      started,
+      clock.monotonic() - started
+    )
+  return decided.then((d) =>
     admissionOf(snapshot, classification, clientIp, d, started, clock.monotonic() - started)
-  return decided instanceof Promise ? decided.then(of) : of(decided)
+  )
 }
 
 /** What a decision makes of the call: its headers, its refusal, its month. */

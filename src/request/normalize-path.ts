@@ -34,15 +34,17 @@ function isPlain(path: string): boolean {
  * `/dtable-server/api/…` to a servlet container): each segment's `;…` removed, then normalised
  * again (`..;` becomes `..`). Classification, size checks and the change history read this;
  * the upstream gets the normalised path as sent, so nothing a server reads is hidden from them.
+ * Null when the parameters hide a climb above the root (`/..;/etc`).
  */
-export function routeOf(path: string): NormalizeResult {
-  if (!path.includes(';')) return { ok: true, path }
+export function routeOf(path: string): string | null {
+  if (!path.includes(';')) return path
   const segments = path.split('/')
   for (let i = 0; i < segments.length; i++) {
     const semi = segments[i]!.indexOf(';')
     if (semi !== -1) segments[i] = segments[i]!.slice(0, semi)
   }
-  return normalizePath(segments.join('/'))
+  const r = normalizePath(segments.join('/'))
+  return r.ok ? r.path : null
 }
 
 export function normalizePath(raw: string): NormalizeResult {

@@ -90,6 +90,18 @@ function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
 }
 
 /**
+ * SPEC §4's one check that reads no body: List Rows' `limit` query parameter. Synchronous, and
+ * nothing is made for a call within the limit (the request path asks this first, for its own
+ * list calls, and the body door only for calls that send a body).
+ */
+export function sizedQuery(config: Config, query: string): SizedBody {
+  const broken = listRowsRefusal(query, config.sizeLimits.listRows)
+  if (broken === null) return AS_IS
+  if (config.mode === 'enforce') return { kind: 'refused', refusal: broken, release: NOTHING }
+  return { kind: 'forward', body: undefined, broken, release: NOTHING }
+}
+
+/**
  * SPEC §4 on an admitted call (a size-refused call has used its rate slot). Synchronous where
  * no body is read (no check, or the list's `limit` query), so most calls take no extra turn.
  */
@@ -102,13 +114,7 @@ export function sizedBody(
   const check = sizeCheckFor(req.method ?? 'GET', at.path)
   if (check === null)
     return at.fields === undefined ? AS_IS : bodySized(deps, req, config, null, at)
-  if (check.counts === 'query') {
-    const limit = config.sizeLimits.listRows
-    const broken = listRowsRefusal(at.query, limit)
-    if (broken === null) return AS_IS
-    if (config.mode === 'enforce') return { kind: 'refused', refusal: broken, release: NOTHING }
-    return { kind: 'forward', body: undefined, broken, release: NOTHING }
-  }
+  if (check.counts === 'query') return sizedQuery(config, at.query)
   return bodySized(deps, req, config, check, at)
 }
 
