@@ -59,7 +59,8 @@ function statusRoute(
   app: Hono,
   deps: AdminDeps,
   history: Parameters<typeof statusRoutes>[1]['history'],
-  now: () => number
+  now: () => number,
+  clock: Clock
 ): void {
   if (deps.status === undefined) return
   statusRoutes(app, {
@@ -68,6 +69,7 @@ function statusRoute(
     store: deps.store,
     storeKind: deps.storeKind ?? 'memory',
     now,
+    clock,
     protect: async () => (await deps.protect?.()) ?? null,
     history,
     workers: () => deps.workers?.serving() ?? 1,
@@ -150,7 +152,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
   })
 
   protectRoute(app, deps.protect)
-  statusRoute(app, deps, { ...history, now }, now)
+  statusRoute(app, deps, { ...history, now }, now, clock)
   app.get('/v1/config', (c) => {
     const config = configView(holder.current.config)
     // SPEC §8: the version in force (auto shows what /server-info/ said, or null).

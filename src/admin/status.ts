@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import { HISTORY } from '../history/match.js'
@@ -11,6 +12,8 @@ import type { HistoryDeps } from './history.js'
 import { configView } from '../config/view.js'
 import { STATUS_PAGE } from './status-page.js'
 import { monthOf } from './teams.js'
+import { storeAddress } from '../limiter/redis-client.js'
+import { teamsByBase } from '../quota/teams.js'
 
 // SPEC §7: GET /v1/status (JSON) and GET / (the page that draws it, refreshing every 5 s).
 
@@ -19,6 +22,8 @@ export interface StatusDeps {
   store: LimiterStore
   storeKind: StoreKind
   now: () => number
+  /** Bounds how long the page waits on the store. */
+  clock: Clock
   version: string
   startedMs: number
   /** This process's counts, or its workers' merged. */
@@ -35,11 +40,98 @@ const REFUSALS: Record<string, string | undefined> = {
   store_unavailable: 'store unavailable',
 }
 
-/** The release after `version` in the change history, if the history knows one. */
-function nextRelease(version: string | null): string | null {
-  if (version === null) return null
-  const later = HISTORY.releases.filter((r) => compareVersions(r.version, version) > 0)
-  return later.length === 0 ? null : later[later.length - 1]!.version
+/** The releases after `version` in the change history, oldest first. */
+function laterReleases(version: string | null): string[] {
+  if (version === null) return []
+  return HISTORY.releases
+    .filter((r) => compareVersions(r.version, version) > 0)
+    .map((r) => r.version)
+    .reverse()
+}
+
+type Report = Awaited<ReturnType<typeof upgradeReport>>
+const callsIn = (r: Report | null) => (r === null ? 0 : r.entries.reduce((n, e) => n + e.calls, 0))
+
+/**
+ * Issue #34: the next release, and the first release that would break a call seen (a 5.1
+ * server's next is 5.2, which breaks nothing seen; 5.3 breaks what still calls /dtable-server/).
+ */
+async function upgrades(deps: StatusDeps, server: string | null, t: number) {
+  const later = laterReleases(server)
+  // Read together, so the page never waits on them one after another.
+  const reports = await Promise.all(
+    later.map((to) => upgradeReport(HISTORY, deps.history.report, server, to, t).catch(() => null))
+  )
+  const next = later[0] ?? null
+  const i = reports.findIndex((r) => callsIn(r) > 0)
+  const breaking =
+    i === -1 ? null : { version: later[i]!, calls: callsIn(reports[i]!), report: reports[i]! }
+  return { next, upgrade_report: reports[0] ?? null, next_breaking: breaking }
+}
+
+/** Issue #34: how the server is doing, from the calls that reached it in the last 5 minutes. */
+function upstreamHealth(u: StatusCounts['upstream']) {
+  const recent = (xs: number[]) => xs.slice(-30).reduce((a, b) => a + b, 0)
+  const calls = recent(u.calls)
+  const errors = recent(u.errors)
+  const share = calls === 0 ? 0 : errors / calls
+  const state = calls === 0 ? 'idle' : errors >= 3 && share >= 0.2 ? 'failing' : 'ok'
+  return {
+    state,
+    calls_5m: calls,
+    errors_5m: errors,
+    error_share: Math.round(share * 1000) / 1000,
+    latency_ms: calls === 0 ? null : Math.round((recent(u.ms) / calls) * 10) / 10,
+    last_error: u.last_error,
+  }
+}
+
+/** A busiest key with the team and the override it counts under, where it has them. */
+function annotated(snap: ConfigHolder['current'], b: { key: string; calls: number }) {
+  const teamOf = teamsByBase(snap.teams)
+  const uuid = b.key.startsWith('base:') ? b.key.slice(5) : null
+  const ip = b.key.startsWith('ip:') && !b.key.includes('/') ? b.key.slice(3) : null
+  const team = uuid === null ? undefined : teamOf.get(uuid)?.id
+  const hit = snap.overrides.any ? snap.overrides.find(uuid, ip ?? '') : null
+  return { ...b, team, override: hit?.o.name }
+}
+
+/** Issue #34: the page must draw a sick store, not wait on it: what does not answer soon is left out. */
+const STORE_WAIT_MS = 750
+function answered<T>(clock: Clock, p: Promise<T>, otherwise: T): Promise<T> {
+  return new Promise((resolve) => {
+    const timer = clock.setTimer(() => resolve(otherwise), STORE_WAIT_MS)
+    p.then(
+      (v) => (timer.cancel(), resolve(v)),
+      () => (timer.cancel(), resolve(otherwise))
+    )
+  })
+}
+
+/** The teams, their counts unknown (the store does not answer). */
+function unknownMonths(deps: StatusDeps) {
+  const snap = deps.holder.current
+  if (!snap.config.monthly.enabled) return []
+  return snap.teams.map((team) => ({ id: team.id, used: null, quota: null, share: null }))
+}
+
+/** Each team's month, read together (a team whose count does not come in time is left out). */
+async function teamMonths(deps: StatusDeps) {
+  const { holder, now } = deps
+  const snap = holder.current
+  if (!snap.config.monthly.enabled) return []
+  const months = await Promise.all(
+    snap.teams.map((team) =>
+      answered(deps.clock, monthOf({ holder, store: deps.store, now }, team), null)
+    )
+  )
+  return snap.teams.flatMap((team, i) => {
+    const m = months[i]
+    if (m == null) return []
+    return [
+      { id: team.id, used: m.used, quota: m.quota, share: m.quota > 0 ? m.used / m.quota : 0 },
+    ]
+  })
 }
 
 export async function statusJson(deps: StatusDeps) {
@@ -53,38 +145,57 @@ export async function statusJson(deps: StatusDeps) {
     if (reason !== undefined)
       refusals[reason] = (refusals[reason] ?? 0) + values.reduce((a, b) => a + b, 0)
   }
-  const teams = []
-  if (snap.config.monthly.enabled) {
-    for (const team of snap.teams) {
-      const m = await monthOf({ holder, store: deps.store, now }, team).catch(() => null)
-      if (m !== null)
-        teams.push({
-          id: team.id,
-          used: m.used,
-          quota: m.quota,
-          share: m.quota > 0 ? m.used / m.quota : 0,
-        })
-    }
-  }
   const server = deps.history.serverVersion()
-  const next = nextRelease(server)
-  const report =
-    next === null
-      ? null
-      : await upgradeReport(HISTORY, deps.history.report, server, next, t).catch(() => null)
+  const none = { next: laterReleases(server)[0] ?? null, upgrade_report: null, next_breaking: null }
+  // A store that does not answer: its counts are not shown as zeroes (the local fallback's),
+  // and the page says they are unknown.
+  const ready = await answered(deps.clock, deps.store.ready(), false)
+  const shared = ready || deps.storeKind === 'memory'
+  const [teams, upgrade] = shared
+    ? await Promise.all([teamMonths(deps), answered(deps.clock, upgrades(deps, server, t), none)])
+    : [unknownMonths(deps), { ...none, unavailable: true }]
+  const upstream = upstreamHealth(counts.upstream)
   return {
     version: deps.version,
     uptime_s: Math.round((t - deps.startedMs) / 1000),
     processes: deps.workers(),
-    store: { kind: deps.storeKind, ready: await deps.store.ready().catch(() => false) },
-    server: { version: server, next, upgrade_report: report },
+    alerts: alertsOf(snap.config, deps.storeKind, ready, upstream),
+    store: { kind: deps.storeKind, ready },
+    upstream,
+    server: { version: server, ...upgrade },
     traffic: { step_s: 10, end: counts.endS, series: counts.series },
     refusals,
-    busiest: counts.busiest,
+    busiest: counts.busiest.map((b) => annotated(snap, b)),
     teams,
     protect: await deps.protect(),
     config: configView(snap.config),
   }
+}
+
+/** What the page's header flags in red (issue #34): a store or a server in trouble. */
+function alertsOf(
+  config: ConfigHolder['current']['config'],
+  kind: StoreKind,
+  ready: boolean,
+  upstream: ReturnType<typeof upstreamHealth>
+): string[] {
+  const out: string[] = []
+  if (kind !== 'memory' && !ready) {
+    const effect =
+      config.store.onError === 'open'
+        ? 'on_error: open, so each instance limits alone'
+        : 'on_error: closed, so calls get 503'
+    out.push(`the store (${storeAddress(config.store)}) does not answer: ${effect}`)
+  }
+  if (upstream.state === 'failing') {
+    const last = upstream.last_error
+    const lastText =
+      last === null ? '' : `; last: ${last.status || ''} ${last.error ?? ''}`.replace(/ +/g, ' ')
+    out.push(
+      `the server failed ${upstream.errors_5m} of ${upstream.calls_5m} calls in the last 5 minutes (5xx, 502, 504)${lastText.trimEnd()}`
+    )
+  }
+  return out
 }
 
 export function statusRoutes(app: Hono, deps: StatusDeps): void {

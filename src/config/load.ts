@@ -251,7 +251,49 @@ export function parseConfig(
   const v = validate(raw)
   const all = dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines))
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
-  return { ok: true, config: v.config, warnings: ruleWarnings(v.config) }
+  const warnings = [...ruleWarnings(v.config), ...unchosenWarnings(text, doc, env, flags)]
+  return { ok: true, config: v.config, warnings }
+}
+
+/**
+ * The variables the shipped limits.yaml reads, and the setting each one fills. They are not
+ * settings of their own: a file that does not write `${NAME}` ignores them (issue #34).
+ */
+export const SHIPPED_VARIABLES: readonly [name: string, setting: string][] = [
+  ['BASEGATE_UPSTREAM', 'upstream.url'],
+  ['REDIS_URL', 'store.url'],
+  ['BASEGATE_ADMIN_TOKEN', 'admin.token'],
+  ['BASEGATE_ADMIN_HOST', 'admin.host'],
+  ['BASEGATE_ADMIN_PORT', 'admin.port'],
+  ['BASEGATE_WORKERS', 'workers'],
+]
+
+/**
+ * Issue #34: an operator must never run on a value they did not choose without a line saying
+ * so: a shipped variable set in the environment that this file never reads, and a server
+ * address left at its default.
+ */
+function unchosenWarnings(
+  text: string,
+  doc: Document,
+  env: NodeJS.ProcessEnv,
+  flags: Flags
+): ConfigProblem[] {
+  const out: ConfigProblem[] = []
+  for (const [name, setting] of SHIPPED_VARIABLES) {
+    if (env[name] === undefined || env[name] === '' || text.includes(`\${${name}`)) continue
+    out.push({
+      field: setting,
+      message: `${name} is set in the environment, but this file does not read it (write ${setting.split('.').pop()}: "\${${name}}" under ${setting.includes('.') ? setting.split('.')[0] : 'the top level'} to use it); the file's value, or the default, applies`,
+    })
+  }
+  if (flags.upstream === undefined && doc.getIn(['upstream', 'url']) === undefined)
+    out.push({
+      field: 'upstream.url',
+      message:
+        'is not set: calls go to the default http://127.0.0.1:8000 (set upstream.url, or --upstream)',
+    })
+  return out
 }
 
 const UNKNOWN_KEY = 'is not a known key'

@@ -8,7 +8,7 @@ import { maskPathTokens } from '../request/path-tokens.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
-import type { StatusRecorder } from './status-recorder.js'
+import type { StatusRecorder, UpstreamSeen } from './status-recorder.js'
 import type { Span, Tracer } from '@opentelemetry/api'
 import { endWith, pastChild } from './tracing.js'
 
@@ -62,20 +62,39 @@ function newRequestId(): string {
   return `${ID_PREFIX}-${(++idCount).toString(36)}`
 }
 
-/** The access-log record of a request as it arrives. */
-export function begin(req: IncomingMessage, clock: Clock): Begun {
+/** The request's id: the client's when it is a plain token, else a new one (never logged raw). */
+export function requestIdOf(req: IncomingMessage): string {
   const given = req.headers['x-request-id']
+  return typeof given === 'string' && SANE_ID.test(given) ? given : newRequestId()
+}
+
+/** The user agent, at most 200 characters. */
+export function userAgentOf(req: IncomingMessage): string | undefined {
   const ua = req.headers['user-agent']
-  const declared = req.headers['content-length']
+  return ua === undefined ? undefined : ua.length > 200 ? ua.slice(0, 200) : ua
+}
+
+/** The socket's peer, `::ffff:` unwrapped. */
+export function peerOf(req: IncomingMessage): string {
   const peer = req.socket.remoteAddress ?? ''
+  return peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer
+}
+
+/** The body's declared length, where there is one. */
+export function bytesInOf(req: IncomingMessage): number | undefined {
+  const declared = req.headers['content-length']
+  return declared === undefined ? undefined : Number(declared) || 0
+}
+
+/** The access-log record of a request as it arrives (app.ts builds its Call with these fields). */
+export function begin(req: IncomingMessage, clock: Clock): Begun {
   return {
     method: req.method ?? 'GET',
     startedMs: clock.monotonic(),
-    // A malformed id is replaced, never logged: it could carry anything.
-    requestId: typeof given === 'string' && SANE_ID.test(given) ? given : newRequestId(),
-    userAgent: ua === undefined ? undefined : ua.length > 200 ? ua.slice(0, 200) : ua,
-    peer: peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer,
-    bytesIn: declared === undefined ? undefined : Number(declared) || 0,
+    requestId: requestIdOf(req),
+    userAgent: userAgentOf(req),
+    peer: peerOf(req),
+    bytesIn: bytesInOf(req),
     bytesOut: undefined,
     delayedMs: undefined,
     givenBack: false,
@@ -145,6 +164,11 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
   return out
 }
 
+/** What the server made of a call that reached it (issue #34: the status page's health). */
+function upstreamSeen(o: Outcome): UpstreamSeen | null {
+  return o.kind === 'forwarded' || o.kind === 'upstream_error' ? o : null
+}
+
 /** The request's summary entry and metrics. */
 function count(
   f: Finished,
@@ -160,7 +184,8 @@ function count(
     cls,
     f.dryRun !== null && o.kind === 'forwarded' ? 'dry_run' : o.kind,
     adm?.classification.key,
-    deps.clock.now()
+    deps.clock.now(),
+    upstreamSeen(o)
   )
   if (m !== null && m.used !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {

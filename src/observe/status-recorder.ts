@@ -16,12 +16,39 @@ export interface StatusCounts {
   series: Record<string, number[]>
   /** Calls per key over the 15 minutes, busiest first (at most `top`). */
   busiest: { key: string; calls: number }[]
+  /** What the server made of the calls that reached it, per step (issue #34: its health). */
+  upstream: UpstreamCounts
+}
+
+/** Calls that went to the server, per step: how many, how many failed, how long they took. */
+export interface UpstreamCounts {
+  /** Calls that reached (or tried to reach) the server, per step, oldest first. */
+  calls: number[]
+  /** Of them, answered 5xx by the server or failed (502, 504), per step. */
+  errors: number[]
+  /** Their time to the server's headers, summed per step (ms). */
+  ms: number[]
+  /** The last failure: when (epoch ms), its status, and the error where there was one. */
+  last_error: { at: number; status: number; error: string | null } | null
+}
+
+/**
+ * One request as the server saw it: the forwarded and upstream_error outcomes are such (no
+ * object is made per call; the outcome itself is passed).
+ */
+export interface UpstreamSeen {
+  status: number
+  upstreamMs: number | null
+  error?: string
 }
 
 interface Step {
   startS: number
   /** class → outcome → calls. */
   counts: Map<string, Map<string, number>>
+  upstreamCalls: number
+  upstreamErrors: number
+  upstreamMs: number
 }
 
 interface Minute {
@@ -32,11 +59,22 @@ interface Minute {
 export class StatusRecorder {
   private readonly steps: Step[] = []
   private readonly minutes: Minute[] = []
+  private lastError: UpstreamCounts['last_error'] = null
 
-  /** One request's ending: its class, its outcome and its key (if it had one). */
-  record(cls: string, outcome: string, key: string | undefined, nowMs: number): void {
+  /**
+   * One request's ending: its class, its outcome, its key (if it had one), and what the server
+   * made of it (if it reached the server).
+   */
+  record(
+    cls: string,
+    outcome: string,
+    key: string | undefined,
+    nowMs: number,
+    upstream?: UpstreamSeen | null
+  ): void {
     const s = Math.floor(nowMs / 1000)
     const step = this.stepAt(s - (s % STEP_S))
+    if (upstream != null) this.seen(step, upstream, nowMs)
     // Nested by class, then outcome: no string built per request.
     let byOutcome = step.counts.get(cls)
     if (byOutcome === undefined) step.counts.set(cls, (byOutcome = new Map()))
@@ -48,10 +86,26 @@ export class StatusRecorder {
     else if (minute.keys.size < MAX_KEYS) minute.keys.set(key, 1)
   }
 
+  /** A call that reached the server: its health, counted in its step. */
+  private seen(step: Step, u: UpstreamSeen, nowMs: number): void {
+    step.upstreamCalls++
+    if (u.upstreamMs !== null) step.upstreamMs += u.upstreamMs
+    if (u.status >= 500 || u.error !== undefined) {
+      step.upstreamErrors++
+      this.lastError = { at: nowMs, status: u.status, error: u.error ?? null }
+    }
+  }
+
   private stepAt(startS: number): Step {
     const last = this.steps[this.steps.length - 1]
     if (last !== undefined && last.startS === startS) return last
-    const step: Step = { startS, counts: new Map() }
+    const step: Step = {
+      startS,
+      counts: new Map(),
+      upstreamCalls: 0,
+      upstreamErrors: 0,
+      upstreamMs: 0,
+    }
     this.steps.push(step)
     while (this.steps.length > STEPS) this.steps.shift()
     return step
@@ -72,9 +126,14 @@ export class StatusRecorder {
     const endS = s - (s % STEP_S)
     const firstS = endS - (STEPS - 1) * STEP_S
     const series: Record<string, number[]> = {}
+    const upstream = emptyUpstream()
+    upstream.last_error = this.lastError
     for (const step of this.steps) {
       if (step.startS < firstS || step.startS > endS) continue
       const i = (step.startS - firstS) / STEP_S
+      upstream.calls[i] = step.upstreamCalls
+      upstream.errors[i] = step.upstreamErrors
+      upstream.ms[i] = step.upstreamMs
       for (const [cls, byOutcome] of step.counts) {
         for (const [outcome, n] of byOutcome) {
           const values = (series[`${cls}/${outcome}`] ??= new Array<number>(STEPS).fill(0))
@@ -87,8 +146,13 @@ export class StatusRecorder {
       if (m.startS <= s - MINUTES * 60) continue
       for (const [key, n] of m.keys) calls.set(key, (calls.get(key) ?? 0) + n)
     }
-    return { endS, series, busiest: topOf(calls, top) }
+    return { endS, series, busiest: topOf(calls, top), upstream }
   }
+}
+
+function emptyUpstream(): UpstreamCounts {
+  const zeroes = () => new Array<number>(STEPS).fill(0)
+  return { calls: zeroes(), errors: zeroes(), ms: zeroes(), last_error: null }
 }
 
 function topOf(calls: Map<string, number>, top: number): StatusCounts['busiest'] {
@@ -107,8 +171,17 @@ export function mergeCounts(parts: readonly StatusCounts[], top = 10): StatusCou
   const endS = Math.max(0, ...parts.map((p) => p.endS))
   const series: Record<string, number[]> = {}
   const calls = new Map<string, number>()
+  const upstream = emptyUpstream()
   for (const p of parts) {
     const shift = (endS - p.endS) / STEP_S
+    for (const k of ['calls', 'errors', 'ms'] as const) {
+      p.upstream[k].forEach((v, i) => {
+        if (i - shift >= 0) upstream[k][i - shift]! += v
+      })
+    }
+    const le = p.upstream.last_error
+    if (le !== null && (upstream.last_error === null || le.at > upstream.last_error.at))
+      upstream.last_error = le
     for (const [name, values] of Object.entries(p.series)) {
       const out = (series[name] ??= new Array<number>(STEPS).fill(0))
       values.forEach((v, i) => {
@@ -117,5 +190,5 @@ export function mergeCounts(parts: readonly StatusCounts[], top = 10): StatusCou
     }
     for (const b of p.busiest) calls.set(b.key, (calls.get(b.key) ?? 0) + b.calls)
   }
-  return { endS, series, busiest: topOf(calls, top) }
+  return { endS, series, busiest: topOf(calls, top), upstream }
 }

@@ -337,7 +337,7 @@ describe('every problem at once, and rules that can never match', () => {
 
   it('warns about {baseuuid} and a method no request has, and still loads', () => {
     const r = parseConfig(
-      'rate_limits: { rules: [{ name: a, method: [GETT], path: "/api-gateway/api/v2/dtables/{baseuuid}/rows/", limits: 5/min }] }',
+      'upstream: { url: "http://127.0.0.1:8000" }\nrate_limits: { rules: [{ name: a, method: [GETT], path: "/api-gateway/api/v2/dtables/{baseuuid}/rows/", limits: 5/min }] }',
       {}
     )
     expect(r.ok).toBe(true)
@@ -479,5 +479,34 @@ client_ip: { trusted_proxies: ["fe80::1%lo"] }`
     const ok = parseConfig(`overrides:
   - { name: a, clients: [10.0.0.0/8, "::ffff:10.0.0.1", "2001:db8::/32", 0.0.0.0/0], limits: { base: 5/min } }`)
     expect(ok.ok).toBe(true)
+  })
+})
+
+describe('values an operator did not choose (issue #34 item 8)', () => {
+  const up = 'upstream: { url: "http://10.0.0.5:8000" }\n'
+  it('a shipped variable set in the environment that this file does not read is a warning naming its setting', () => {
+    const r = parseConfig(up + 'store: { url: "redis://10.0.0.9:6379" }', {
+      REDIS_URL: 'redis://other:6379',
+      BASEGATE_ADMIN_TOKEN: 'x',
+    })
+    expect(r.ok).toBe(true)
+    if (!r.ok) return
+    expect(r.warnings.map((w) => w.field)).toEqual(['store.url', 'admin.token'])
+    expect(r.warnings[0]!.message).toMatch(
+      /^REDIS_URL is set in the environment, but this file does not read it \(write url: "\$\{REDIS_URL\}" under store to use it\)/
+    )
+  })
+  it('a file that reads the variable, or an environment without it, says nothing', () => {
+    const r = parseConfig(up + 'store: { url: "${REDIS_URL:-}" }', { REDIS_URL: 'redis://x:6379' })
+    expect(r.ok && r.warnings).toEqual([])
+  })
+  it('an upstream.url left to its default says so', () => {
+    const r = parseConfig('{}', {})
+    expect(r.ok && r.warnings.map((w) => `${w.field}: ${w.message}`)).toEqual([
+      'upstream.url: is not set: calls go to the default http://127.0.0.1:8000 (set upstream.url, or --upstream)',
+    ])
+    expect(parseConfig('{}', {}, 'limits.yaml', { upstream: 'http://x:1' }).ok && true).toBe(true)
+    const flagged = parseConfig('{}', {}, 'limits.yaml', { upstream: 'http://x:1' })
+    expect(flagged.ok && flagged.warnings).toEqual([])
   })
 })

@@ -255,3 +255,97 @@ describe('production weight (issue #12)', () => {
       expect(prod, name).not.toContain(name)
   })
 })
+
+describe('the kit in real use (issue #34 item 11)', () => {
+  const k8s = YAML.parseAllDocuments(read('deploy/k8s/basegate.yaml')).map((d) => d.toJS())
+  const deployment = k8s.find((o) => o.kind === 'Deployment')
+  const pod = deployment.spec.template.spec
+
+  it('a read-only root filesystem still has a /tmp for spilled bodies, sized to spill_bytes', () => {
+    const container = pod.containers[0]
+    expect(container.securityContext.readOnlyRootFilesystem).toBe(true)
+    const mount = container.volumeMounts.find((m: { mountPath: string }) => m.mountPath === '/tmp')
+    expect(mount).toBeDefined()
+    const volume = pod.volumes.find((v: { name: string }) => v.name === mount.name)
+    expect(volume.emptyDir.sizeLimit).toBe('1Gi')
+    const limits = parseConfig(read('limits.yaml'), {})
+    if (!limits.ok) throw new Error('limits.yaml')
+    expect(limits.config.sizeLimits.spillBytes).toBe(1024 ** 3)
+  })
+
+  it('the alert rules’ job label is what both scrape configurations produce', () => {
+    const alerts = read('deploy/prometheus/alerts.yml')
+    expect(alerts).toContain('up{job="basegate"}')
+    // The ServiceMonitor names the job after a label the admin Service carries: basegate.
+    const monitor = k8s.find((o) => o.kind === 'ServiceMonitor')
+    const service = k8s.find((o) => o.kind === 'Service' && o.metadata.name === 'basegate-admin')
+    expect(service.metadata.labels[monitor.spec.jobLabel]).toBe('basegate')
+    // prometheus.yml: the static job, and the commented discovery keeps pods by a label they have.
+    const prom = read('deploy/prometheus/prometheus.yml')
+    expect(YAML.parse(prom).scrape_configs[0].job_name).toBe('basegate')
+    const keep = /__meta_kubernetes_pod_label_([a-z0-9_]+)\], regex: ([a-z-]+)/.exec(prom)!
+    const labels = Object.entries(deployment.spec.template.metadata.labels as Record<string, string>)
+    expect(labels.some(([k, v]) => k.replace(/[^a-zA-Z0-9]/g, '_') === keep[1] && v === keep[2])).toBe(true)
+  })
+
+  it('compose serves http, so the server is told http; the systemd unit says how to bind :80/:443', () => {
+    expect(read('deploy/compose/env.example')).toMatch(/^SEATABLE_SERVER_PROTOCOL=http$/m)
+    expect(read('deploy/systemd/basegate.service')).toMatch(/CAP_NET_BIND_SERVICE/)
+  })
+})
+
+describe('engines (issue #34 item 7)', () => {
+  /** Whether a package's `engines.node` range admits `version` (the forms npm packages use). */
+  function admits(range: string, version: [number, number, number]): boolean {
+    const cmp = (a: number[], b: number[]) => {
+      for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) - (b[i] ?? 0)
+      return 0
+    }
+    const parse = (v: string) => v.replace(/\.x/g, '').split('.').map(Number)
+    return range.split('||').some((alt) =>
+      alt
+        .trim()
+        .replace(/(>=|<=|>|<|\^|~)\s+/g, '$1')
+        .split(/\s+/)
+        .filter(Boolean)
+        .every((c) => {
+          const m = /^(>=|<=|>|<|\^|~)?(.+)$/.exec(c)!
+          const v = parse(m[2]!)
+          const d = cmp(version, v)
+          switch (m[1]) {
+            case '>=':
+              return d >= 0
+            case '>':
+              return d > 0
+            case '<':
+              return d < 0
+            case '<=':
+              return d <= 0
+            case '^':
+              return d >= 0 && version[0] === v[0]
+            case '~':
+              return d >= 0 && version[0] === v[0] && version[1] === v[1]
+            default:
+              return d === 0 || (v.length < 3 && version[0] === v[0])
+          }
+        })
+    )
+  }
+
+  it('every production dependency runs on the oldest Node that engines names (dev tools may need more: README)', () => {
+    const pkg = JSON.parse(read('package.json'))
+    const oldest = (/>=\s*(\d+)\.(\d+)\.(\d+)/.exec(pkg.engines.node)!.slice(1).map(Number) as [number, number, number])
+    const r = spawnSync('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: root(''), encoding: 'utf8' })
+    const dirs = r.stdout.trim().split('\n').slice(1)
+    expect(dirs.length).toBeGreaterThan(10)
+    const needMore = dirs.flatMap((d) => {
+      const p = JSON.parse(readFileSync(join(d, 'package.json'), 'utf8'))
+      const range: string | undefined = p.engines?.node
+      return range === undefined || admits(range, oldest) ? [] : [`${p.name}@${p.version}: ${range}`]
+    })
+    expect(needMore).toEqual([])
+    expect(admits('>=22', oldest)).toBe(false) // the check itself
+    expect(admits('^18.19.0 || >=20.6.0', oldest)).toBe(true)
+    expect(read('README.md')).toMatch(/EBADENGINE/)
+  })
+})

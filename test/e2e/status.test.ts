@@ -73,7 +73,8 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(total('base/rate_limited')).toBe(2)
     expect(total('other/forwarded')).toBe(1)
     expect(s.refusals).toEqual({ rate: 2 })
-    expect(s.busiest[0]).toEqual({ key: `base:${U.replace(/-/g, '')}`, calls: 5 })
+    // Issue #34: a busiest key names the team it counts under.
+    expect(s.busiest[0]).toEqual({ key: `base:${U.replace(/-/g, '')}`, calls: 5, team: 'acme' })
     expect(s.teams).toEqual([{ id: 'acme', used: 3, quota: 100, share: 0.03 }])
     expect(s.processes).toBe(workers)
     expect(s.store).toEqual({ kind: 'redis', ready: true })

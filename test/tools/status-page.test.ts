@@ -123,7 +123,10 @@ monthly:
         calls: Number(r.getAttribute('data-calls')),
       }))
     )
-    expect(busiest).toEqual(s.busiest)
+    // (The JSON's entries also name the key's team and override: issue #34.)
+    expect(busiest).toEqual(
+      s.busiest.map((b: { key: string; calls: number }) => ({ key: b.key, calls: b.calls }))
+    )
     expect(busiest[0]!.key).toBe(`base:${C.replace(/-/g, '')}`)
 
     // The team bars: the numbers, and the colour past 80 % and past 100 %.
