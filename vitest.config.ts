@@ -5,7 +5,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // test/tools/ needs promtool and systemd-analyze: `.ci/tools` runs it (vitest.tools.config.ts).
     // test/e2e/store-load.test.ts runs on its own after the rest (vitest.alone.config.ts).
-    exclude: ['test/tools/**', 'node_modules/**', 'test/e2e/store-load.test.ts'],
+    exclude: ['test/tools/**', 'test/heavy/**', 'node_modules/**', 'test/e2e/store-load.test.ts'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,

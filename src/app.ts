@@ -21,6 +21,8 @@ import {
   type Finish,
 } from './observe/request-log.js'
 import type { StatusRecorder } from './observe/status-recorder.js'
+import type { MonthlyNotices } from './usage/notices.js'
+import type { UsageRecorder } from './usage/recorder.js'
 import type { UsageSummary } from './observe/summary.js'
 import { endWith, requestSpan, upstreamSpan } from './observe/tracing.js'
 import { CallGuard, KEY_BUSY_MESSAGE, SHED_MESSAGE, type SlotAnswer } from './protect/call-guard.js'
@@ -44,6 +46,10 @@ export interface GatewayDeps {
   summary?: UsageSummary
   /** SPEC §7: the status page's counts. */
   status?: StatusRecorder
+  /** SPEC §5: calls per day of each base and team (batched to the store). */
+  usage?: UsageRecorder
+  /** SPEC §5: the 80 % and 100 % lines of a team's month. */
+  notices?: MonthlyNotices
   /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
   tracer?: Tracer | null
   /** Every time read and timer set on the request path (the system's by default). */

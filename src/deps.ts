@@ -15,6 +15,7 @@ import type { Metrics } from './observe/metrics.js'
 import { MemoryChangeStore, RedisChangeStore, type ChangeStore } from './config/changes.js'
 import type { Config, LimiterStore, StoreKind } from './types.js'
 import { MemoryReportStore, RedisReportStore, type ReportStore } from './history/report-store.js'
+import { MemoryUsageStore, RedisUsageStore, type UsageStore } from './usage/store.js'
 
 export interface Stores {
   store: LimiterStore
@@ -22,6 +23,8 @@ export interface Stores {
   changes: ChangeStore
   /** SPEC §8: the upgrade report's counters (shared through Redis when there is one). */
   report: ReportStore
+  /** SPEC §5: calls per day of each team and base, and the month's notices (shared likewise). */
+  usage: UsageStore
   kind: StoreKind
   /** The store connection's last error (`connect ECONNREFUSED …`), for the lines that say it is down. */
   connectionError(): string | undefined
@@ -44,6 +47,7 @@ export function createStore(
       store: new MemoryStore(),
       changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
+      usage: new MemoryUsageStore(),
       kind: 'memory',
       connectionError: () => undefined,
     }
@@ -73,6 +77,7 @@ export function createStore(
     store,
     changes: new RedisChangeStore(client, subscriber, s.prefix),
     report: new RedisReportStore(client, s.prefix),
+    usage: new RedisUsageStore(client, s.prefix),
     kind,
     connectionError: () => lastConnectionError(client),
   }

@@ -22,6 +22,8 @@ const runtime: Runtime = {
   summaryMs: ms(env.BASEGATE_SUMMARY_MS, 60_000),
   serverInfoMs: ms(env.BASEGATE_SERVER_INFO_MS, 10 * 60_000),
   reportFlushMs: ms(env.BASEGATE_REPORT_FLUSH_MS, 2000),
+  // SPEC §5: at least every 5 s; a killed process loses at most this much of its counts.
+  usageFlushMs: Math.min(5000, ms(env.BASEGATE_USAGE_FLUSH_MS, 2000)),
 }
 
 async function main(): Promise<void> {

@@ -268,6 +268,8 @@ export interface Classification {
   charges: Charge[]
   /** Whether x-ratelimit-* go on this answer (SPEC §2 `headers`). */
   emitHeaders: boolean
+  /** The team of the call's base (any team of the file, monthly quotas on or not), if any. */
+  team: string | undefined
 }
 
 export interface ConsumeOptions {
@@ -309,6 +311,11 @@ export interface LimiterStore {
    * where the store can; never below zero, never into a bucket that left the window.
    */
   giveBack?(uses: readonly GiveBack[]): Promise<void>
+  /**
+   * SPEC §5 credit: lowers a month's count by `calls`, never below zero, for every instance
+   * sharing the store at once; the count before and after.
+   */
+  credit?(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }>
   /** Whether the store answers now. */
   ready(): Promise<boolean>
   close(): Promise<void>

@@ -3,7 +3,7 @@ import { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { ChangeStore } from '../config/changes.js'
-import type { ConfigProblem, LimiterStore, OnStoreError, StoreKind } from '../types.js'
+import type { ConfigProblem, LimiterStore, Logger, OnStoreError, StoreKind } from '../types.js'
 import { bodyLimit } from 'hono/body-limit'
 import { StoreError } from '../limiter/store-error.js'
 import { bearerAuth } from './auth.js'
@@ -17,9 +17,14 @@ import { statusRoutes } from './status.js'
 import { probeRoutes } from './probes.js'
 import { refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
+import { usageHistoryRoutes } from './usage-history.js'
+import { MemoryUsageStore, type UsageStore } from '../usage/store.js'
 import { overrideRoutes } from './overrides.js'
 
 // SPEC §7: the admin listener. JSON answers; errors `{"error_msg": ...}`.
+
+/** A listener built without a usage store (tests) reads an empty one. */
+const NO_USAGE: UsageStore = new MemoryUsageStore()
 
 /** The admin GET paths without parameters (deploy probes and scrapes must use these). */
 export const ADMIN_PATHS = [
@@ -50,6 +55,11 @@ export interface AdminDeps {
   protect?: () => Promise<ProtectState | null>
   /** SPEC §7: the status page's counts (this process's, or its workers' merged), and its facts. */
   status?: { counts: () => Promise<StatusCounts>; version: string; startedMs: number }
+  /** SPEC §5: calls per day (the shared store's), and this instance's last interval written first. */
+  usage?: UsageStore
+  flushUsage?: () => Promise<void>
+  /** Admin actions that change counts log a line (a credit). */
+  logger?: Logger
   /** A primary's view of its worker processes (`workers` > 1). */
   workers?: { serving: () => number; renderMetrics: () => Promise<string> }
 }
@@ -70,6 +80,7 @@ function statusRoute(
     storeKind: deps.storeKind ?? 'memory',
     now,
     clock,
+    usage: deps.usage ?? NO_USAGE,
     protect: async () => (await deps.protect?.()) ?? null,
     history,
     workers: () => deps.workers?.serving() ?? 1,
@@ -122,8 +133,15 @@ export function createAdminApp(deps: AdminDeps): Hono {
     beforeScrape: () =>
       refreshMonthlyGauges({ holder, store, changes: deps.changes, now }, metrics),
   })
-  teamRoutes(app, { holder, store, changes: deps.changes, now })
+  teamRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
   usageRoutes(app, { holder, store, now })
+  usageHistoryRoutes(app, {
+    holder,
+    store,
+    usage: deps.usage ?? NO_USAGE,
+    now,
+    flush: deps.flushUsage ?? (async () => {}),
+  })
   overrideRoutes(app, { holder, changes: deps.changes })
   const history = deps.history ?? {
     serverVersion: () => null,

@@ -43,6 +43,10 @@ export const STATUS_PAGE = `<!doctype html>
   <section><h2>Server protection</h2><table id="protect"><tbody></tbody></table></section>
   <section class="wide"><h2>Server and store</h2><table id="server"><tbody></tbody></table><div id="report"></div></section>
 </div>
+<section style="margin-top:1em"><h2 style="margin-top:0">A base's calls per day</h2>
+  <form id="history-form"><input id="history-base" size="40" placeholder="base UUID" aria-label="base UUID"> <button type="submit">Show this month</button></form>
+  <div id="history" class="muted"></div>
+</section>
 <section style="margin-top:1em"><h2 style="margin-top:0">Configuration in force (secrets masked)</h2><pre id="config"></pre></section>
 <script>
 // One colour per outcome, whatever else is drawn (issue #34): forwarded neutral, refusals amber,
@@ -125,6 +129,13 @@ function drawTeams(teams) {
     div.appendChild(text(t.id + ': ' + t.used + ' of ' + t.quota + ' (' + pct.toFixed(1) + ' %)' + (pct >= 100 ? ' — used up' : '')));
     const bar = document.createElement('div'); bar.className = 'bar' + (level ? ' ' + level : '');
     const fill = document.createElement('div'); fill.style.width = Math.min(100, pct) + '%'; bar.appendChild(fill); div.appendChild(bar);
+    // At a glance: where this month's pace ends, and the day it runs out if that is before.
+    if (t.pace && pct < 100) {
+      const pace = document.createElement('div'); pace.className = 'pace-text ' + (t.pace.runs_out ? 'warn' : 'muted');
+      pace.setAttribute('data-runs-out', t.pace.runs_out || '');
+      pace.appendChild(text(t.pace.runs_out ? 'on pace for ' + t.pace.projected + ': runs out around ' + t.pace.runs_out : 'on pace for ' + t.pace.projected + ' this month'));
+      div.appendChild(pace);
+    }
     if (Array.isArray(t.days)) div.appendChild(drawDays(t));
     box.appendChild(div);
   }
@@ -132,7 +143,7 @@ function drawTeams(teams) {
 // This month's calls per day beside the bar (issue #33): the quota's even pace as a dashed line.
 function drawDays(t) {
   const w = 300, h = 34, days = t.days, n = Math.max(days.length, 1);
-  const svg = svgEl('svg', { viewBox: '0 0 ' + w + ' ' + h, width: '100%', height: h, class: 'days', 'data-days': days.length, role: 'img', 'aria-label': t.id + ' calls per day this month' });
+  const svg = svgEl('svg', { viewBox: '0 0 ' + w + ' ' + h, preserveAspectRatio: 'none', width: '100%', height: h, class: 'days', 'data-days': days.length, role: 'img', 'aria-label': t.id + ' calls per day this month' });
   const max = Math.max(1, ...days.map((d) => d.calls), t.quota > 0 && t.days_in_month ? t.quota / t.days_in_month : 0);
   const bw = w / (t.days_in_month || n);
   days.forEach((d, i) => {
@@ -224,6 +235,22 @@ async function refresh() {
     draw(await r.json());
   } catch (e) { $('state').textContent = 'could not refresh: ' + e.message; $('state').className = 'bad'; }
 }
+// A base's history on request (SPEC §5): this month's days, from /v1/usage/history.
+$('history-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const box = $('history'); box.replaceChildren();
+  const base = $('history-base').value.trim();
+  try {
+    const r = await fetch(new URL('/v1/usage/history?base=' + encodeURIComponent(base), location.origin).href, { credentials: 'same-origin', cache: 'no-store' });
+    const h = await r.json();
+    if (!r.ok) { box.appendChild(text(h.error_msg || ('HTTP ' + r.status))); return; }
+    const total = h.days.reduce((a, d) => a + d.calls, 0);
+    const p = document.createElement('div'); p.setAttribute('data-history', h.key); p.setAttribute('data-total', String(total));
+    p.appendChild(text(h.key + ': ' + total + ' calls from ' + h.from + ' to ' + h.to));
+    box.appendChild(p);
+    box.appendChild(drawDays({ id: h.key, days: h.days, quota: 0, days_in_month: h.days.length }));
+  } catch (e) { box.appendChild(text('could not read: ' + e.message)); }
+});
 refresh(); setInterval(refresh, 5000);
 </script>
 </body>

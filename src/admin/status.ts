@@ -12,6 +12,9 @@ import type { HistoryDeps } from './history.js'
 import { configView } from '../config/view.js'
 import { STATUS_PAGE } from './status-page.js'
 import { monthOf } from './teams.js'
+import { dayBounds, monthBounds, type MonthBounds } from '../quota/month.js'
+import { monthDays } from './usage-history.js'
+import type { UsageStore } from '../usage/store.js'
 import { storeAddress } from '../limiter/redis-client.js'
 import { teamsByBase } from '../quota/teams.js'
 
@@ -24,6 +27,8 @@ export interface StatusDeps {
   now: () => number
   /** Bounds how long the page waits on the store. */
   clock: Clock
+  /** SPEC §5: each team's calls per day this month (beside its bar). */
+  usage: UsageStore
   version: string
   startedMs: number
   /** This process's counts, or its workers' merged. */
@@ -115,22 +120,53 @@ function unknownMonths(deps: StatusDeps) {
   return snap.teams.map((team) => ({ id: team.id, used: null, quota: null, share: null }))
 }
 
+/**
+ * Issue #33: will the team run out before the month ends? Its calls so far at the month's pace
+ * to now: where that ends (`projected`), and the day it reaches its quota, if before the end.
+ */
+export function paceOf(
+  used: number,
+  quota: number,
+  month: MonthBounds,
+  nowMs: number,
+  timeZone: string
+) {
+  const elapsed = Math.max(nowMs - month.startMs, 3_600_000) // an hour at least: no wild early guesses
+  const perMs = used / elapsed
+  const projected = Math.round(perMs * (month.endMs - month.startMs))
+  let runsOut: string | null = null
+  if (quota > 0 && used < quota && projected > quota && perMs > 0) {
+    const at = month.startMs + quota / perMs
+    runsOut = dayBounds(at, timeZone).id
+  }
+  return { projected, runs_out: runsOut }
+}
+
 /** Each team's month, read together (a team whose count does not come in time is left out). */
 async function teamMonths(deps: StatusDeps) {
   const { holder, now } = deps
   const snap = holder.current
   if (!snap.config.monthly.enabled) return []
-  const months = await Promise.all(
-    snap.teams.map((team) =>
-      answered(deps.clock, monthOf({ holder, store: deps.store, now }, team), null)
-    )
-  )
+  const tz = snap.config.monthly.timezone
+  const [months, days] = await Promise.all([
+    Promise.all(
+      snap.teams.map((team) =>
+        answered(deps.clock, monthOf({ holder, store: deps.store, now }, team), null)
+      )
+    ),
+    Promise.all(
+      snap.teams.map((team) =>
+        answered(deps.clock, monthDays(deps.usage, `t:${team.id}`, now(), tz), null)
+      )
+    ),
+  ])
+  const month = monthBounds(now(), tz)
   return snap.teams.flatMap((team, i) => {
     const m = months[i]
     if (m == null) return []
-    return [
-      { id: team.id, used: m.used, quota: m.quota, share: m.quota > 0 ? m.used / m.quota : 0 },
-    ]
+    const share = m.quota > 0 ? m.used / m.quota : 0
+    const pace = paceOf(m.used, m.quota, month, now(), tz)
+    return [{ id: team.id, used: m.used, quota: m.quota, share, pace, ...(days[i] ?? {}) }]
   })
 }
 

@@ -5,13 +5,15 @@ import { parseUuid } from '../request/base-uuid.js'
 import type { ChangeStore } from '../config/changes.js'
 import { quotaOf, type Team, type TeamChange } from '../quota/teams.js'
 import { JsonBodyScanner, JsonSyntaxError } from '../size/json-count.js'
-import type { LimiterStore } from '../types.js'
+import type { LimiterStore, Logger } from '../types.js'
 
 export interface TeamDeps {
   holder: ConfigHolder
   store: LimiterStore
   changes: ChangeStore
   now: () => number
+  /** The credit's info line (SPEC §5). */
+  logger?: Logger
 }
 
 /** The largest user count a team may be given (keeps every quota an exact integer). */
@@ -73,6 +75,26 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
     return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
   })
 
+  // SPEC §5: this month's used count lowered by n (never below 0), for every instance at once.
+  app.post('/v1/teams/:id/credit', async (c) => {
+    const id = c.req.param('id')
+    const team = holder.current.teams.find((t) => t.id === id)
+    if (!team) return notFound(c, id)
+    const body = await readAdminJson(c)
+    if ('error' in body) return c.json({ error_msg: body.error }, 400)
+    const calls = creditOf(body.json)
+    if (typeof calls !== 'number') return c.json({ error_msg: calls.error }, 400)
+    if (deps.store.credit === undefined)
+      return c.json({ error_msg: 'this store cannot credit a month' }, 503)
+    const charge = holder.current.classifier.monthlyChargeOf(team, deps.now())
+    const { before, after } = await deps.store.credit(charge, calls)
+    deps.logger?.info(
+      { team: id, calls, used_before: before, used_after: after },
+      'monthly quota credited'
+    )
+    return c.json(await teamJson(team))
+  })
+
   app.delete('/v1/teams/:id', async (c) => {
     const id = c.req.param('id')
     if (!holder.current.config.monthly.teams.some((t) => t.id === id)) return notFound(c, id)
@@ -80,6 +102,18 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
     holder.setTeamChanges(await changes.loadTeams())
     return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
   })
+}
+
+/** A credit's body: `{"calls": n}`, n a positive integer, and nothing else. */
+export function creditOf(json: unknown): number | { error: string } {
+  if (json === null || typeof json !== 'object' || Array.isArray(json))
+    return { error: 'the body must be a JSON object {"calls": n}' }
+  const extra = Object.keys(json).filter((k) => k !== 'calls')
+  if (extra.length > 0) return { error: `${extra[0]}: is not a known key (only calls)` }
+  const n = (json as { calls?: unknown }).calls
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1)
+    return { error: `calls: ${JSON.stringify(n ?? null)} is not a positive integer` }
+  return n
 }
 
 function parseBases(v: unknown, teams: readonly Team[], id: string): string[] | { error: string } {

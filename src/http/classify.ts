@@ -224,8 +224,10 @@ export function compileClassifier(
     const cls = classOf(path.toLowerCase())
     const uuid = baseUuidOfPath(path)
     const key = uuid !== null ? `base:${uuid}` : `ip:${clientIpKey}`
+    // SPEC §5 usage over time: the base's team, monthly quotas on or not.
+    const teamId = uuid === null ? undefined : teams.get(uuid)?.id
     if (cls === 'exempt' || (uuid !== null && allowBases.has(uuid))) {
-      return { cls, key, charges: [], emitHeaders: false }
+      return { cls, key, charges: [], emitHeaders: false, team: teamId }
     }
     const matched = matchRules(rules, method, path)
     const charges = build({
@@ -244,7 +246,7 @@ export function compileClassifier(
     }
     const emitHeaders =
       charges.length > 0 && (headers === 'all' || (headers === 'gateway' && cls === 'base'))
-    return { cls, key, charges, emitHeaders }
+    return { cls, key, charges, emitHeaders, team: teamId }
   }
 
   function windowsOfBase(uuid: string, nowMs: number): Charge[] {

@@ -5,6 +5,7 @@ import type {
   Decision,
   GiveBack,
   LimiterStore,
+  MonthlyCharge,
   OnStoreError,
 } from '../types.js'
 import type { MemoryStore } from './memory-store.js'
@@ -133,6 +134,12 @@ export class GuardedStore implements LimiterStore {
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
     }
+  }
+
+  /** A credit goes to the shared store only: a store that is down refuses it (StoreError). */
+  credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
+    if (this.inner.credit === undefined) return Promise.reject(new StoreError('no credit here'))
+    return this.inner.credit(charge, calls)
   }
 
   /** Usage reads go to the shared store; while it is down, to the local fallback. */

@@ -38,4 +38,9 @@ export const keys = {
   ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}${L}`,
   teamMonth: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
   teamChange: (team: string) => `{t:${team}}:team`,
+  /** SPEC §5 usage over time: a subject's (`b:<uuid>` or `t:<team>`) calls per day of a month. */
+  usageDays: (subject: string, monthId: string) => `{u:${subject}}:days:${monthId}`,
+  /** SPEC §5 notices: (team, month, threshold) was said, once for every instance. */
+  notice: (team: string, monthId: string, threshold: number) =>
+    `{t:${team}}:notice:${monthId}:${threshold}`,
 } as const

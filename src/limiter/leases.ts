@@ -6,6 +6,7 @@ import {
   type Decision,
   type GiveBack,
   type LimiterStore,
+  type MonthlyCharge,
   type WindowState,
 } from '../types.js'
 
@@ -403,6 +404,12 @@ export class LeasingStore implements LimiterStore {
    * share's rest goes back when it ends); any other joins the give-back batch, sent at the end
    * of this turn of the event loop: a burst of sheds costs one script call.
    */
+  /** A month takes no lease: a credit is the inner store's. */
+  credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
+    if (this.inner.credit === undefined) return Promise.reject(new Error('no credit here'))
+    return this.inner.credit(charge, calls)
+  }
+
   giveBack(uses: readonly GiveBack[]): Promise<void> {
     if (this.inner.giveBack === undefined || uses.length === 0) return Promise.resolve()
     const clockNow = this.clock.monotonic()

@@ -149,6 +149,14 @@ export class MemoryStore implements LimiterStore {
     }
   }
 
+  async credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
+    const e = this.entries.get(charge.key)
+    const before = e?.buckets.get(0) ?? 0
+    const after = Math.max(0, before - calls)
+    if (e !== undefined) e.buckets.set(0, after)
+    return { before, after }
+  }
+
   /** Idle keys expire, as Redis's PEXPIRE does; one pass at most every second. */
   private sweep(nowMs: number): void {
     if (nowMs < this.nextSweepMs) return

@@ -8,6 +8,7 @@ import {
   type ConsumeOptions,
   type Decision,
   type GiveBack,
+  type MonthlyCharge,
   type LimiterStore,
 } from '../types.js'
 import { systemClock, type Clock } from '../clock.js'
@@ -20,6 +21,11 @@ const PRELUDE = lua('prelude')
 /** One script per purpose, each on the shared prelude (fastify-rate-limit's `{ increment, read }`). */
 export const CHECK = PRELUDE + lua('check')
 const GIVE_BACK = PRELUDE + lua('give-back')
+/** SPEC §5 credit: a month's counter lowered by ARGV[1], never below zero; { before, after }. */
+const CREDIT = `local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+local n = math.min(v, tonumber(ARGV[1]))
+if n > 0 then redis.call('DECRBY', KEYS[1], n) end
+return { v, v - n }`
 
 type Script = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>
 /** A client with the scripts defined on it, by command name. */
@@ -97,6 +103,7 @@ export class RedisStore implements LimiterStore {
     const check = this.checkClock()
     client.defineCommand(check.command, { lua: check.lua })
     client.defineCommand('basegateGiveBack', { lua: GIVE_BACK })
+    client.defineCommand('basegateCredit', { lua: CREDIT })
     this.client = client as ScriptClient
     this.clock = opts.clock ?? systemClock
   }
@@ -353,6 +360,15 @@ export class RedisStore implements LimiterStore {
   private deadlineAt(sentMs: number): number {
     const ms = this.opts.timeoutMs
     return this.offsetKnown && ms ? this.storeNowMs(sentMs) + ms : 0
+  }
+
+  async credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
+    const [before, after] = await this.call(
+      'basegateCredit',
+      [this.opts.prefix + charge.key],
+      [calls]
+    )
+    return { before: before!, after: after! }
   }
 
   /** give-back.lua on one slot's windows; see its header for the arguments. */

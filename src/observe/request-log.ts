@@ -8,6 +8,8 @@ import { maskPathTokens } from '../request/path-tokens.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
+import type { MonthlyNotices } from '../usage/notices.js'
+import type { UsageRecorder } from '../usage/recorder.js'
 import type { StatusRecorder, UpstreamSeen } from './status-recorder.js'
 import type { Span, Tracer } from '@opentelemetry/api'
 import { endWith, pastChild } from './tracing.js'
@@ -170,24 +172,40 @@ function upstreamSeen(o: Outcome): UpstreamSeen | null {
 }
 
 /** The request's summary entry and metrics. */
-function count(
-  f: Finished,
-  deps: { metrics?: Metrics; summary?: UsageSummary; status?: StatusRecorder; clock: Clock }
-): void {
+type CountDeps = {
+  metrics?: Metrics
+  summary?: UsageSummary
+  status?: StatusRecorder
+  usage?: UsageRecorder
+  notices?: MonthlyNotices
+  clock: Clock
+}
+
+function count(f: Finished, deps: CountDeps): void {
   const { metrics, summary, status } = deps
   const adm = f.admission
   const m = adm?.monthly ?? null
   const cls = adm?.classification.cls ?? 'unknown'
   const o = f.outcome
-  if (adm !== null) summary?.record(adm.classification.key)
+  const nowMs = deps.clock.now()
+  if (adm !== null) {
+    summary?.record(adm.classification.key)
+    // SPEC §5 usage over time: a base's call that was charged (admitted and not given back).
+    const key = adm.classification.key
+    if (adm.refused === null && !f.begun.givenBack && key.startsWith('base:'))
+      deps.usage?.record(key.slice(5), adm.classification.team, nowMs)
+  }
   status?.record(
     cls,
     f.dryRun !== null && o.kind === 'forwarded' ? 'dry_run' : o.kind,
     adm?.classification.key,
-    deps.clock.now(),
+    nowMs,
     upstreamSeen(o)
   )
-  if (m !== null && m.used !== null) summary?.recordMonthly(m.team, m.used, m.quota)
+  if (m !== null && m.used !== null) {
+    summary?.recordMonthly(m.team, m.used, m.quota)
+    deps.notices?.seen(m.team, m.used, m.quota, nowMs)
+  }
   if (metrics) {
     metrics.countRequest(cls, o.kind, f.dryRun !== null, statusOf(o))
     if (o.kind === 'shed') metrics.sheds.labels(cls).inc()
@@ -258,15 +276,12 @@ function accessFields(f: Finished) {
  * SPEC §7: one line, one count and one summary entry per request, all from the outcome.
  * Refusals, would-be refusals (dry-run), upstream failures and store outages log at warn.
  */
-export function createFinisher(deps: {
-  logger: Logger
-  metrics?: Metrics
-  summary?: UsageSummary
-  status?: StatusRecorder
-  tracer?: Tracer | null
-  /** The log line's duration and the status page's minute. */
-  clock: Clock
-}) {
+export function createFinisher(
+  deps: CountDeps & {
+    logger: Logger
+    tracer?: Tracer | null
+  }
+) {
   const { logger } = deps
   // Issue #14: the ordinary line skips pino's object walk (same bytes; see request-line.ts).
   const plain = createPlainLineWriter(logger)

@@ -10,6 +10,7 @@ import type { StatusCounts } from '../observe/status-recorder.js'
 export function createAdmin(
   core: Core,
   opts: {
+    /** This instance's batched counts written now (the upgrade report's and the days'). */
     flush: () => Promise<void>
     workers?: AdminDeps['workers']
     protect: AdminDeps['protect']
@@ -36,6 +37,9 @@ export function createAdmin(
       protect: opts.protect,
       status: { counts: opts.counts, version: version(), startedMs: core.startedMs },
       clock: core.runtime.clock,
+      usage: stores.usage,
+      flushUsage: opts.flush,
+      logger: core.logger,
     }).fetch,
   }) as Server
 }

@@ -5,6 +5,8 @@ import type { Socket } from 'node:net'
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https'
 import { createGateway, type Gateway } from '../app.js'
 import { UpgradeRecorder } from '../history/report-store.js'
+import { MonthlyNotices } from '../usage/notices.js'
+import { MAX_SUBJECTS, UsageRecorder } from '../usage/recorder.js'
 import { holdContinue } from '../http/continue.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
 import type { Config } from '../types.js'
@@ -20,6 +22,8 @@ const DRAIN_MS = 10_000
 export interface Proxy {
   /** SPEC §8: the calls this process saw that an upgrade would break, batched to the store. */
   recorder: UpgradeRecorder
+  /** SPEC §5: this process's calls per day, batched to the store. */
+  usage: UsageRecorder
   forwarder: Forwarder
   gateway: Gateway
   server: Server
@@ -77,6 +81,27 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
   return proxy
 }
 
+/** SPEC §5: this process's calls per day, written every usageFlushMs (≤ 5 s), and the month's notices. */
+function usageOf(core: Core): { usage: UsageRecorder; notices: MonthlyNotices } {
+  const timezone = () => core.holder.current.config.monthly.timezone
+  const usage = new UsageRecorder(core.stores.usage, {
+    timezone,
+    clock: core.runtime.clock,
+    onError: (err) =>
+      core.logger.warn({ err }, 'usage day counts could not be written; kept for the next try'),
+    onDropped: (calls) =>
+      core.logger.warn(
+        { calls, max_bases: MAX_SUBJECTS },
+        'usage day counts: calls of bases past the per-interval bound were not counted by base'
+      ),
+  })
+  usage.start(core.runtime.usageFlushMs)
+  const notices = new MonthlyNotices(core.stores.usage, core.logger, timezone, (err) =>
+    core.logger.warn({ err }, 'a monthly quota notice could not be decided; asked again later')
+  )
+  return { usage, notices }
+}
+
 export function createProxy(core: Core): Proxy {
   const config = core.holder.current.config
   const recorder = new UpgradeRecorder(
@@ -89,6 +114,7 @@ export function createProxy(core: Core): Proxy {
     core.runtime.clock
   )
   recorder.start(core.runtime.reportFlushMs)
+  const { usage, notices } = usageOf(core)
   const forwarder = createForwarder({
     clock: core.runtime.clock,
     url: config.upstream.url,
@@ -105,6 +131,8 @@ export function createProxy(core: Core): Proxy {
     metrics: core.metrics,
     summary: core.summary,
     status: core.status,
+    usage,
+    notices,
     tracer: core.tracing?.tracer ?? null,
     clock: core.runtime.clock,
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
@@ -128,7 +156,16 @@ export function createProxy(core: Core): Proxy {
     }
   }
   core.afterReload.push(reloadTls)
-  return { recorder, forwarder, gateway, server, connections, reloadTls, clock: core.runtime.clock }
+  return {
+    recorder,
+    usage,
+    forwarder,
+    gateway,
+    server,
+    connections,
+    reloadTls,
+    clock: core.runtime.clock,
+  }
 }
 
 /**
@@ -151,6 +188,7 @@ export async function drainProxy(p: Proxy): Promise<void> {
   for (const c of p.connections) c.destroy()
   await p.forwarder.close().catch(() => {})
   await p.recorder.stop().catch(() => {})
+  await p.usage.stop().catch(() => {})
 }
 
 export { DRAIN_MS }

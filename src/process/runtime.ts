@@ -18,6 +18,8 @@ export interface Runtime {
   serverInfoMs: number
   /** How often the upgrade report's counts are written (BASEGATE_REPORT_FLUSH_MS). */
   reportFlushMs: number
+  /** How often the calls per day are written (SPEC §5: at most 5 s; BASEGATE_USAGE_FLUSH_MS). */
+  usageFlushMs: number
 }
 
 /** What the command line asks the server to run with. */

@@ -39,7 +39,7 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (what === 'protect') return running.proxy.gateway.protector.state()
       if (what === 'status')
         return running.core.status.counts(running.core.runtime.clock.now(), 200)
-      await running.proxy.recorder.flush()
+      await Promise.all([running.proxy.recorder.flush(), running.proxy.usage.flush()])
       return true
     },
     // The primary sends connections only once this worker said it serves (below).

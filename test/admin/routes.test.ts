@@ -150,3 +150,15 @@ describe('/v1/config in the file own names', () => {
     expect(body.server.in_force).toBeNull()
   })
 })
+
+describe('the month’s pace (issue #33, the status page)', () => {
+  it('projects the month from its calls so far, and names the day a team runs out before its end', async () => {
+    const { paceOf } = await import('../../src/admin/status.js')
+    const { monthBounds } = await import('../../src/quota/month.js')
+    const m = monthBounds(Date.parse('2026-11-15T00:00:00Z'), 'UTC') // 30 days, 14 gone
+    const now = Date.parse('2026-11-15T00:00:00Z')
+    expect(paceOf(700, 1000, m, now, 'UTC')).toEqual({ projected: 1500, runs_out: '2026-11-21' })
+    expect(paceOf(300, 1000, m, now, 'UTC')).toEqual({ projected: 643, runs_out: null })
+    expect(paceOf(1000, 1000, m, now, 'UTC').runs_out).toBeNull() // used up already: the bar says so
+  })
+})

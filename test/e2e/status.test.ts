@@ -75,7 +75,14 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(s.refusals).toEqual({ rate: 2 })
     // Issue #34: a busiest key names the team it counts under.
     expect(s.busiest[0]).toEqual({ key: `base:${U.replace(/-/g, '')}`, calls: 5, team: 'acme' })
-    expect(s.teams).toEqual([{ id: 'acme', used: 3, quota: 100, share: 0.03 }])
+    // Issue #33 adds the month's days and the pace to each team; their figures are tested in
+    // test/e2e/usage-history.test.ts.
+    expect(s.teams).toHaveLength(1)
+    expect(s.teams[0]).toMatchObject({ id: 'acme', used: 3, quota: 100, share: 0.03 })
+    // The month's days so far: the first to today.
+    expect(s.teams[0].days[0].date).toMatch(/^\d{4}-\d{2}-01$/)
+    expect(s.teams[0].days.length).toBeLessThanOrEqual(s.teams[0].days_in_month)
+    expect(typeof s.teams[0].pace.projected).toBe('number')
     expect(s.processes).toBe(workers)
     expect(s.store).toEqual({ kind: 'redis', ready: true })
     expect(s.config.admin.token).toBe('****')

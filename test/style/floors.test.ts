@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest'
 const FLOORS: readonly (readonly string[])[] = [
   ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts'],
   ['request', 'limiter', 'quota'],
-  ['history', 'overrides', 'size'],
+  ['history', 'overrides', 'size', 'usage'],
   ['http'],
   ['config', 'protect'],
   ['observe'],

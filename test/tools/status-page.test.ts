@@ -36,7 +36,8 @@ monthly:
     - { id: calm, plan: small, bases: ["${A}"] }
     - { id: busy, plan: small, bases: ["${B}"] }
     - { id: over, plan: small, bases: ["${C}"] }`
-      ).replace(/^admin: .*\n/m, '')
+      ).replace(/^admin: .*\n/m, ''),
+      { env: { BASEGATE_USAGE_FLUSH_MS: '200' } }
     )
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -147,6 +148,27 @@ monthly:
     )
     const bar = Object.fromEntries(teams.map((t) => [t.id, t.bar]))
     expect(bar).toEqual({ calm: 'bar', busy: 'bar amber', over: 'bar red' })
+
+    // Issue #33: each team's days of this month beside its bar, today's bar its calls today,
+    // and the quota's even pace as a line.
+    const dom = new Date().getUTCDate()
+    const days = await page.$$eval('.team[data-team="busy"] svg.days rect', (rs) =>
+      rs.map((r) => r.querySelector('title')?.textContent ?? '')
+    )
+    expect(days).toHaveLength(dom)
+    expect(days.at(-1)).toBe(`${new Date().toISOString().slice(0, 10)}: 9 calls`)
+    expect(await page.$$('.team[data-team="busy"] svg.days line.pace')).toHaveLength(1)
+    // 9 of 10 already: at this pace the team runs out before the month ends, and says when.
+    expect(await page.getAttribute('.team[data-team="busy"] .pace-text', 'data-runs-out')).toMatch(
+      /^\d{4}-\d{2}-\d{2}$/
+    )
+
+    // A base's history on request.
+    await page.fill('#history-base', B)
+    await page.click('#history-form button')
+    await page.waitForSelector('#history [data-history]')
+    expect(await page.getAttribute('#history [data-history]', 'data-total')).toBe('9')
+    expect(await page.$$('#history svg.days rect')).toHaveLength(dom)
 
     // The protection, the server with the next release's report, the masked configuration.
     expect(await page.getAttribute('#protect tr[data-ceiling]', 'data-ceiling')).toBe('16')
