@@ -16,6 +16,11 @@ const CHUNK = 1000
 export type UsageBatch = Map<string, { monthEndMs: number; counts: Map<string, number> }>
 
 export interface UsageStore {
+  /**
+   * Adds the batch's counts. Counts written are taken out of the batch as they go, so that when
+   * the write fails part way, what is left in it is what was not written (the recorder keeps
+   * that for the next write; nothing is counted twice).
+   */
   add(batch: UsageBatch): Promise<void>
   /** Calls per day of one subject over [from, to] (YYYY-MM-DD): days without calls are absent. */
   read(subject: string, from: string, to: string): Promise<Map<string, number>>
@@ -35,6 +40,15 @@ export function monthsOf(from: string, to: string): string[] {
     m = mo === 12 ? `${y + 1}-01` : `${y}-${String(mo + 1).padStart(2, '0')}`
   }
   return out
+}
+
+interface Write {
+  counts: Map<string, number>
+  subject: string
+  key: string
+  field: string
+  n: number
+  expireAtMs: number
 }
 
 /** In this process (the in-memory deployment): the same counts, forgotten on restart. */
@@ -79,32 +93,49 @@ export class RedisUsageStore implements UsageStore {
     return this.prefix + keys.usageDays(subject, month)
   }
 
-  /** One pipeline per flush (per key on a Cluster, whose pipelines keep to one slot). */
+  /** Pipelines of CHUNK subjects (per key on a Cluster, whose pipelines keep to one slot). */
   async add(batch: UsageBatch): Promise<void> {
-    const writes: [key: string, field: string, n: number, expireAtMs: number][] = []
+    const writes: Write[] = []
     for (const [day, { monthEndMs, counts }] of batch) {
       const expireAtMs = monthEndMs + KEEP_DAYS * DAY_MS
       for (const [subject, n] of counts)
-        writes.push([this.key(subject, day.slice(0, 7)), day.slice(8), n, expireAtMs])
+        writes.push({
+          counts,
+          subject,
+          key: this.key(subject, day.slice(0, 7)),
+          field: day.slice(8),
+          n,
+          expireAtMs,
+        })
     }
-    if (writes.length === 0) return
-    if (this.client instanceof Cluster) {
-      await Promise.all(
-        writes.map(([key, field, n, at]) =>
-          this.client.multi().hincrby(key, field, n).pexpireat(key, at).exec()
-        )
-      )
-      return
-    }
-    // In pieces of CHUNK subjects, one after another: a flood of one-off bases makes one
-    // interval's write large, and its command objects stay few at a time.
+    // In pieces, one after another: a flood of one-off bases makes one interval's write large,
+    // and its command objects stay few at a time.
     for (let i = 0; i < writes.length; i += CHUNK) {
+      const piece = writes.slice(i, i + CHUNK)
+      if (this.client instanceof Cluster) {
+        const cluster = this.client
+        const settled = await Promise.allSettled(
+          piece.map((w) =>
+            cluster.multi().hincrby(w.key, w.field, w.n).pexpireat(w.key, w.expireAtMs).exec()
+          )
+        )
+        settled.forEach((r, k) => {
+          if (r.status === 'fulfilled') piece[k]!.counts.delete(piece[k]!.subject)
+        })
+        const failed = settled.find((r) => r.status === 'rejected')
+        if (failed) throw failed.reason
+        continue
+      }
       const p = this.client.pipeline()
-      for (const [key, field, n, at] of writes.slice(i, i + CHUNK))
-        p.hincrby(key, field, n).pexpireat(key, at)
-      const results = await p.exec()
-      const failed = results?.find(([err]) => err !== null)
+      for (const w of piece) p.hincrby(w.key, w.field, w.n).pexpireat(w.key, w.expireAtMs)
+      const results = (await p.exec()) ?? []
+      // A count whose HINCRBY answered is written, whatever became of the others.
+      piece.forEach((w, k) => {
+        if (results[2 * k]?.[0] === null) w.counts.delete(w.subject)
+      })
+      const failed = results.find(([err]) => err !== null)
       if (failed) throw failed[0]
+      if (results.length < 2 * piece.length) throw new Error('the usage pipeline was cut short')
     }
   }
 

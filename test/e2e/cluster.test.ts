@@ -5,6 +5,8 @@ import { rowsPath, send } from '../helpers/http.js'
 import { startCluster, type TestCluster } from '../helpers/redis-cluster.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
+const TEAM_BASE = 'acacacac-0d3b-4c59-9a51-3e2d7c8b9a10'
+
 describe('two instances on a real Redis Cluster', () => {
   let cluster: TestCluster
   let up: StubUpstream
@@ -17,9 +19,11 @@ describe('two instances on a real Redis Cluster', () => {
       up.url,
       `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }
 client_ip: { trusted_proxies: [127.0.0.0/8] }
-rate_limits: { base: 60/min, ip_ceiling: 10/min }`
+rate_limits: { base: 60/min, ip_ceiling: 10/min }
+monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${TEAM_BASE}"] } ] }`
     )
-    gws.push(await startGateway(yaml), await startGateway(yaml))
+    const opts = { env: { BASEGATE_USAGE_FLUSH_MS: '300' } }
+    gws.push(await startGateway(yaml, opts), await startGateway(yaml, opts))
   }, 60_000)
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.stop()))
@@ -59,6 +63,47 @@ rate_limits: { base: 60/min, ip_ceiling: 10/min }`
     const usage = await send(gws[0]!.adminPort, { path: `/v1/usage/base/${u11}` })
     const base = JSON.parse(usage.body).windows.find((w: { class: string }) => w.class === 'base')
     expect(base.used).toBe(0)
+  })
+
+  // Issue #33: each subject's month is one hash in one slot; one flush writes to many slots.
+  it('adds up the calls per day of bases in many slots and a team, and credits the team, across both instances', async () => {
+    const admin = async (
+      g: GatewayProcess,
+      path: string,
+      init: Omit<Parameters<typeof send>[1], 'path'> = {}
+    ) => send(g.adminPort, { ...init, path })
+    const day = new Date().toISOString().slice(0, 10)
+    const bases = Array.from(
+      { length: 20 },
+      (_, i) => `${(0xb0 + i).toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
+    )
+    for (const [i, u] of bases.entries())
+      for (let k = 0; k < 1 + (i % 3); k++)
+        await send(gws[(i + k) % 2]!.port, {
+          path: rowsPath(u),
+          headers: { 'x-forwarded-for': `10.33.${i}.${k}` },
+        })
+    for (let k = 0; k < 4; k++)
+      await send(gws[k % 2]!.port, {
+        path: rowsPath(TEAM_BASE),
+        headers: { 'x-forwarded-for': `10.34.0.${k}` },
+      })
+    await new Promise((r) => setTimeout(r, 900)) // both 300 ms flushes
+    for (const [i, u] of bases.entries()) {
+      const r = await admin(gws[i % 2]!, `/v1/usage/history?base=${u}&from=${day}&to=${day}`)
+      expect(JSON.parse(r.body).days).toEqual([{ date: day, calls: 1 + (i % 3) }])
+    }
+    const team = JSON.parse((await admin(gws[1]!, '/v1/usage/history?team=acme')).body)
+    expect(team.days.at(-1)).toEqual({ date: day, calls: 4 })
+    expect(team).toMatchObject({ used: 4, quota: 100 })
+    const credit = await admin(gws[0]!, '/v1/teams/acme/credit', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"calls": 3}',
+    })
+    expect(credit.status).toBe(200)
+    const after = JSON.parse((await admin(gws[1]!, '/v1/usage/history?team=acme')).body)
+    expect(after.used).toBe(1)
   })
 
   it('reports ready while the cluster serves every slot', async () => {

@@ -92,6 +92,31 @@ describe('the day counts in this process (issue #33)', () => {
     ])
   })
 
+  it('a write to Redis that fails part way keeps only what was not written: nothing counted twice', async () => {
+    const prefix = `${db.redis.prefix}part:`
+    const client = db.client()
+    const store = new RedisUsageStore(client, prefix)
+    const errors: unknown[] = []
+    const rec = new UsageRecorder(store, { timezone: () => 'UTC', onError: (e) => errors.push(e) })
+    // 2,500 bases: three pipelines of 1,000; one key in the second holds a string, so its
+    // HINCRBY fails (WRONGTYPE) while the rest of the pipelines go in.
+    for (let i = 0; i < 2500; i++) rec.record(uuid(100_000 + i), undefined, T)
+    const poison = `${prefix}{u:b:${uuid(101_200)}}:days:2026-11`
+    await client.set(poison, 'x')
+    await rec.flush()
+    expect(errors).toHaveLength(1)
+    expect(String(errors[0])).toMatch(/WRONGTYPE/)
+    // Kept: the failed key, and the third pipeline (not sent after the second failed).
+    expect(rec.size).toBe(1 + 500)
+    await client.del(poison)
+    await rec.flush()
+    expect(errors).toHaveLength(1)
+    for (const i of [0, 999, 1000, 1200, 1999, 2000, 2499]) {
+      const got = await store.read(`b:${uuid(100_000 + i)}`, '2026-11-25', '2026-11-25')
+      expect(got.get('2026-11-25'), `base ${i}`).toBe(1)
+    }
+  })
+
   it('days in the configured zone: 23:30 UTC is the next day in Asia/Tokyo', async () => {
     const store = new MemoryUsageStore()
     const rec = new UsageRecorder(store, { timezone: () => 'Asia/Tokyo' })
