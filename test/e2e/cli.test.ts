@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { runOnce, startGateway, testYaml, writeConfig } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
+import { reapWithTest } from '../helpers/reap.js'
 
 const fixture = (name: string) =>
   fileURLToPath(new URL(`../fixtures/config/${name}`, import.meta.url))
@@ -41,10 +42,12 @@ describe('command line (SPEC §1)', () => {
     )
     const { spawn } = await import('node:child_process')
     const { MAIN } = await import('../helpers/gateway-process.js')
-    const proc = spawn(process.execPath, [MAIN, '--port', '0', '--upstream', up.url], {
-      env: { ...process.env, BASEGATE_CONFIG: file },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const proc = reapWithTest(
+      spawn(process.execPath, [MAIN, '--port', '0', '--upstream', up.url], {
+        env: { ...process.env, BASEGATE_CONFIG: file },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    )
     try {
       const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
         let buf = ''
@@ -85,10 +88,12 @@ describe('command line (SPEC §1)', () => {
     const file = writeConfig(
       `listen: { host: 127.0.0.1, port: ${port} }\nadmin: { port: ${adminPort} }\nupstream: { url: "${up.url}" }\nrate_limits: { account: 1/min }`
     )
-    const proc = spawn(process.execPath, [MAIN, '--config', file], {
-      env: { ...process.env, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const proc = reapWithTest(
+      spawn(process.execPath, [MAIN, '--config', file], {
+        env: { ...process.env, LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    )
     let out = ''
     proc.stdout.on('data', (d) => (out += d))
     try {

@@ -11,6 +11,7 @@ import {
 } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { reapWithTest } from '../helpers/reap.js'
 
 // Issue #34 items 6, 7 and 12: errors that name the thing an operator must change, and the
 // counts that say what the server answered.
@@ -34,10 +35,12 @@ function runUntil(
   done: (stdout: string, stderr: string) => boolean
 ): Promise<{ stdout: string; stderr: string; code: number | null }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, args, {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const proc = reapWithTest(
+      spawn(process.execPath, args, {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    )
     let stdout = ''
     let stderr = ''
     const check = () => {

@@ -1,3 +1,4 @@
+import { reapWithTest } from './reap.js'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -39,10 +40,12 @@ export function runOnce(
   env: NodeJS.ProcessEnv = {}
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [MAIN, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const proc = reapWithTest(
+      spawn(process.execPath, [MAIN, ...args], {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    )
     let stdout = ''
     let stderr = ''
     proc.stdout.on('data', (d) => (stdout += d))
@@ -64,6 +67,7 @@ export async function startGateway(
     env: { ...process.env, LOG_LEVEL: 'debug', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  reapWithTest(proc)
   const logs: Record<string, unknown>[] = []
   const waiters: {
     pred: (l: Record<string, unknown>) => boolean

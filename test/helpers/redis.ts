@@ -1,3 +1,4 @@
+import { reapWithTest } from './reap.js'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -81,8 +82,7 @@ export function spawnRedisServer(port: number, extra: string[] = [], dir?: strin
     ...extra,
   ]
   if (dir) args.push('--dir', dir)
-  const child = spawn('redis-server', args, { stdio: 'ignore' })
-  return child
+  return reapWithTest(spawn('redis-server', args, { stdio: 'ignore' }))
 }
 
 function killChild(child: ChildProcess): Promise<void> {

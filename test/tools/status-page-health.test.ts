@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { reapWithTest } from '../helpers/reap.js'
 
 // Issue #34 items 2, 3, 4 and 10, in Chromium: the page opened from a URL that carries the
 // login; one colour per outcome; a sick server and a store that does not answer flagged at the
@@ -38,9 +39,11 @@ describe('the status page tells the truth at a glance (issue #34)', () => {
   let failing = false
   beforeAll(async () => {
     const port = await freePort()
-    redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
-      stdio: 'ignore',
-    })
+    redis = reapWithTest(
+      spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
+        stdio: 'ignore',
+      })
+    )
     up = await startStubUpstream()
     up.handle((req, res) => {
       req.resume()
