@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
@@ -11,7 +12,6 @@ import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.j
 // refused 403 and nothing changes; the status page itself still works.
 
 const TOKEN = 'cross-site-browser-token-0123'
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 
 /** A page of another origin (another port of the loopback: Chromium calls it same-site). */
@@ -48,16 +48,7 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
       ).replace(/^admin: .*\n/m, '')
     )
     evil = await evilPage(gw.adminPort)
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    })
+    browser = await launchChromium()
   }, 60_000)
   afterAll(async () => {
     await browser?.close()

@@ -3,7 +3,8 @@ import { mkdtempSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
@@ -16,7 +17,6 @@ import { reapWithTest } from '../helpers/reap.js'
 // the upgrade panel names the first release that breaks a call seen.
 
 const TOKEN = 'status-health-token-0123456789'
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const A = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const B = '1b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a20'
 const C = '2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21'
@@ -70,16 +70,7 @@ monthly:
       ).replace(/^admin: .*\n/m, ''),
       { env: { BASEGATE_REPORT_FLUSH_MS: '100' } }
     )
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    })
+    browser = await launchChromium()
   }, 60_000)
   afterAll(async () => {
     await browser?.close()

@@ -1,7 +1,8 @@
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
@@ -11,7 +12,6 @@ import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.j
 // .ci/tools, driven by playwright-core): it draws what /v1/status says.
 
 const TOKEN = 'status-page-token-0123456789'
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const A = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const B = '1b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a20'
 const C = '2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21'
@@ -39,16 +39,7 @@ monthly:
       ).replace(/^admin: .*\n/m, ''),
       { env: { BASEGATE_USAGE_FLUSH_MS: '200' } }
     )
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    })
+    browser = await launchChromium()
   }, 60_000)
   afterAll(async () => {
     await browser?.close()
