@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
@@ -16,11 +16,11 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
   beforeAll(async () => {
     up = await startStubUpstream()
     gw = await startGateway(
-      testYaml(
+      testYamlWithToken(
         up.url,
-        `admin: { host: 127.0.0.1, port: 0, token: "${TOKEN}" }
-monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
-      ).replace(/^admin: .*\n/m, '')
+        TOKEN,
+        `monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
+      )
     )
   })
   afterAll(async () => {

@@ -6,6 +6,7 @@ import {
   runOnce,
   startGateway,
   testYaml,
+  testYamlWithToken,
   writeConfig,
   type GatewayProcess,
 } from '../helpers/gateway-process.js'
@@ -127,12 +128,7 @@ describe('errors that name the thing (issue #34)', () => {
   })
 
   it('item 7: upgrade-report with a wrong token says the admin API answered 401, not that it did not answer', async () => {
-    const gw = await startGateway(
-      testYaml(
-        up.url,
-        'admin: { host: 127.0.0.1, port: 0, token: "right-token-0123456789" }'
-      ).replace(/^admin: \{ host: 127\.0\.0\.1, port: 0 \}\n/m, '')
-    )
+    const gw = await startGateway(testYamlWithToken(up.url, 'right-token-0123456789'))
     try {
       const file = writeConfig(
         `admin: { host: 127.0.0.1, port: ${gw.adminPort}, token: "wrong-token-0123456789" }\n`

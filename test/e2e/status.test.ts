@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { useRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
@@ -19,15 +19,15 @@ describe.each([1, 2])('GET /v1/status, %i process(es)', (workers) => {
   beforeAll(async () => {
     up = await startStubUpstream()
     gw = await startGateway(
-      testYaml(
+      testYamlWithToken(
         up.url,
-        `admin: { host: 127.0.0.1, port: 0, token: "${TOKEN}" }
-workers: ${workers}
+        TOKEN,
+        `workers: ${workers}
 store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}st${workers}:" }
 rate_limits: { base: 3/min }
 protect: { max_in_flight: 4 }
 monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
-      ).replace(/^admin: .*\n/m, '')
+      )
     )
   }, 30_000)
   afterAll(async () => {

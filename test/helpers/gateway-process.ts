@@ -142,3 +142,11 @@ export async function startGateway(
 export function testYaml(upstreamUrl: string, extra = ''): string {
   return `listen: { host: 127.0.0.1, port: 0 }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${upstreamUrl}" }\n${extra}\n`
 }
+
+/** testYaml with an admin listener that asks for `token` (the admin API's auth, SPEC §7). */
+export function testYamlWithToken(upstreamUrl: string, token: string, extra = ''): string {
+  return testYaml(upstreamUrl, extra).replace(
+    /^admin: .*$/m,
+    `admin: { host: 127.0.0.1, port: 0, token: "${token}" }`
+  )
+}

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import type { Browser } from 'playwright-core'
 import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #31 item 5 (SPEC §7) in a real browser: Chromium holds a Basic login to the admin
@@ -41,11 +41,11 @@ describe('cross-site admin calls from a real Chromium page (issue #31 item 5)', 
   beforeAll(async () => {
     up = await startStubUpstream()
     gw = await startGateway(
-      testYaml(
+      testYamlWithToken(
         up.url,
-        `admin: { host: 127.0.0.1, port: 0, token: "${TOKEN}" }
-monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
-      ).replace(/^admin: .*\n/m, '')
+        TOKEN,
+        `monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
+      )
     )
     evil = await evilPage(gw.adminPort)
     browser = await launchChromium()

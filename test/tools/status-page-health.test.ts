@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import type { Browser } from 'playwright-core'
 import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 import { reapWithTest } from '../helpers/reap.js'
@@ -56,10 +56,10 @@ describe('the status page tells the truth at a glance (issue #34)', () => {
     })
     await new Promise((r) => setTimeout(r, 300))
     gw = await startGateway(
-      testYaml(
+      testYamlWithToken(
         up.url,
-        `admin: { host: 127.0.0.1, port: 0, token: "${TOKEN}" }
-store: { url: "redis://127.0.0.1:${port}", prefix: "page:", on_error: open, timeout_ms: 200 }
+        TOKEN,
+        `store: { url: "redis://127.0.0.1:${port}", prefix: "page:", on_error: open, timeout_ms: 200 }
 server: { version: "5.1" }
 rate_limits: { base: 8/min }
 monthly:
@@ -67,7 +67,7 @@ monthly:
   plans: { small: { calls: 5 } }
   teams:
     - { id: exact, plan: small, bases: ["${A}"] }`
-      ).replace(/^admin: .*\n/m, ''),
+      ),
       { env: { BASEGATE_REPORT_FLUSH_MS: '100' } }
     )
     browser = await launchChromium()

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import type { Browser } from 'playwright-core'
 import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
@@ -23,10 +23,10 @@ describe('the status page in Chromium', () => {
   beforeAll(async () => {
     up = await startStubUpstream()
     gw = await startGateway(
-      testYaml(
+      testYamlWithToken(
         up.url,
-        `admin: { host: 127.0.0.1, port: 0, token: "${TOKEN}" }
-server: { version: "5.2" }
+        TOKEN,
+        `server: { version: "5.2" }
 rate_limits: { base: 30/min }
 protect: { max_in_flight: 16 }
 monthly:
@@ -36,7 +36,7 @@ monthly:
     - { id: calm, plan: small, bases: ["${A}"] }
     - { id: busy, plan: small, bases: ["${B}"] }
     - { id: over, plan: small, bases: ["${C}"] }`
-      ).replace(/^admin: .*\n/m, ''),
+      ),
       { env: { BASEGATE_USAGE_FLUSH_MS: '200' } }
     )
     browser = await launchChromium()
