@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
-import { freePort } from '../helpers/redis.js'
+import { freePort } from '../helpers/ports.js'
 import { startStubUpstream } from '../helpers/stub-upstream.js'
 import { send } from '../helpers/http.js'
 

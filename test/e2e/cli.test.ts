@@ -83,7 +83,7 @@ describe('command line (SPEC §1)', () => {
     // At warn there is no "listening" line to read the ports from: fix them, wait on /healthz.
     const { spawn } = await import('node:child_process')
     const { MAIN } = await import('../helpers/gateway-process.js')
-    const { freePort } = await import('../helpers/redis.js')
+    const { freePort } = await import('../helpers/ports.js')
     const [port, adminPort] = [await freePort(), await freePort()]
     const file = writeConfig(
       `listen: { host: 127.0.0.1, port: ${port} }\nadmin: { port: ${adminPort} }\nupstream: { url: "${up.url}" }\nrate_limits: { account: 1/min }`

@@ -1,8 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
+import { freePort } from '../helpers/ports.js'
 
 // Issue #12: the README's first screen, run verbatim on the fresh build: the demo upstream,
 // `npm start` with the shipped limits.yaml, and the curl that shows the three headers. Every
@@ -55,17 +55,6 @@ describe('npx basegate', () => {
     expect(r.stderr).toContain('rate_limits.base: "500/mn" is not a rate')
   })
 })
-
-/** A port nothing listens on now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port
-      s.close(() => resolve(p))
-    })
-  })
-}
 
 describe("the README's first screen", () => {
   it('starts the demo upstream and basegate, and the curl shows a 200 with the three headers', async () => {

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { freePort } from '../helpers/redis.js'
+import { freePort } from '../helpers/ports.js'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { freePort } from '../helpers/redis.js'
+import { freePort } from '../helpers/ports.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #25: OpenTelemetry traces to an OTLP/HTTP receiver (a stub that records the spans).

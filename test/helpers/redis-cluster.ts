@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll } from 'vitest'
-import { freePort, spawnRedisServer, waitForPing } from './redis.js'
+import { freePort } from './ports.js'
+import { spawnRedisServer, waitForPing } from './redis.js'
 
 // A real three-node Redis Cluster on loopback (no replicas), made with `redis-cli --cluster
 // create`. Nodes can be killed and restarted; they rejoin from their nodes.conf.

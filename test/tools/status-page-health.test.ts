@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser } from 'playwright-core'
 import { launchChromium } from '../helpers/chromium.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { freePort } from '../helpers/ports.js'
 import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
@@ -20,16 +20,6 @@ const TOKEN = 'status-health-token-0123456789'
 const A = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const B = '1b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a20'
 const C = '2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a21'
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port
-      s.close(() => resolve(p))
-    })
-  })
-}
 
 describe('the status page tells the truth at a glance (issue #34)', () => {
   let up: StubUpstream
