@@ -38,7 +38,10 @@ export interface ForwardRequest {
 
 export interface Forwarder {
   forward(f: ForwardRequest): void
+  /** Waits for the calls in flight, then closes the pool's connections. */
   close(): Promise<void>
+  /** Closes every connection now; calls in flight fail. */
+  destroy(): Promise<void>
 }
 
 export interface ForwarderOptions {
@@ -166,6 +169,31 @@ function answerFailure(
   finish({ status: 502, upstreamMs, error: code, bytesOut })
 }
 
+function wentAway(): Error {
+  return Object.assign(new Error('the client went away'), { code: 'ECONNRESET' })
+}
+
+/**
+ * The client left before the upstream finished: stop the upstream call. A call still waiting
+ * for a pooled connection has no abort yet; it gets one (undici's onConnect, which this returns)
+ * before a byte is sent, and stops there. Sent on to a client that is gone, its answer would
+ * wait for a drain that never comes and keep the connection for good (undici does not time out
+ * a paused body).
+ */
+function stopWhenClientLeaves(res: ServerResponse): (abort: (err?: Error) => void) => void {
+  let abortUpstream: ((err?: Error) => void) | null = null
+  let gone = false
+  res.once('close', () => {
+    if (res.writableFinished) return
+    gone = true
+    abortUpstream?.(wentAway())
+  })
+  return (abort) => {
+    abortUpstream = abort
+    if (gone || res.destroyed) abort(wentAway())
+  }
+}
+
 export function createForwarder(opts: ForwarderOptions): Forwarder {
   const url = new URL(opts.url)
   const basePath = url.pathname.replace(/\/+$/, '')
@@ -181,12 +209,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     const started = clock.monotonic()
     let upstreamMs: number | null = null
     let resumeUpstream: () => void = () => {}
-    let abortUpstream: ((err?: Error) => void) | null = null
-    // The client left before the upstream finished: stop the upstream call.
-    res.once('close', () => {
-      if (!res.writableFinished)
-        abortUpstream?.(Object.assign(new Error('the client went away'), { code: 'ECONNRESET' }))
-    })
+    const onConnect = stopWhenClientLeaves(res)
     let finished = false
     const finish = (r: ForwardResult) => {
       if (finished) return
@@ -195,6 +218,8 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     }
     let bytesOut = 0
     const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, bytesOut, finish })
+    // The client left while its call was checked (its close came before the listener above).
+    if (res.destroyed) return fail(wentAway())
     // undici's dispatch with a handler: the upstream's raw headers go to the client as they
     // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream did).
     pool.dispatch(
@@ -217,9 +242,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
       {
         // undici's handler interface that receives the raw headers unparsed (a handler with
         // onResponseStart gets them parsed into an object first, by undici's UnwrapHandler).
-        onConnect(abort: (err?: Error) => void) {
-          abortUpstream = abort
-        },
+        onConnect,
         onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
           if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
           upstreamMs = clock.monotonic() - started
@@ -244,5 +267,5 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     )
   }
 
-  return { forward, close: () => pool.close() }
+  return { forward, close: () => pool.close(), destroy: () => pool.destroy() }
 }

@@ -17,6 +17,8 @@ import type { Core } from './core.js'
 // upgrades), the gateway behind it, and its draining on stop.
 
 const DRAIN_MS = 10_000
+/** How long the upstream pool may take to close once every client connection is gone. */
+const CLOSE_POOL_MS = 2_000
 
 /** A process that serves the proxy port (alone, or as a worker). */
 export interface Proxy {
@@ -186,7 +188,16 @@ export async function drainProxy(p: Proxy): Promise<void> {
   p.server.closeAllConnections()
   for (const t of p.gateway.tunnels) t.destroy()
   for (const c of p.connections) c.destroy()
-  await p.forwarder.close().catch(() => {})
+  // Every client is gone, so every upstream call has been stopped; should one still hold its
+  // connection, the pool is closed by force rather than the process never exiting.
+  const closed = await Promise.race([
+    p.forwarder.close().then(
+      () => true,
+      () => true
+    ),
+    sleep(clock, CLOSE_POOL_MS).then(() => false),
+  ])
+  if (!closed) await p.forwarder.destroy().catch(() => {})
   await p.recorder.stop().catch(() => {})
   await p.usage.stop().catch(() => {})
 }

@@ -43,6 +43,7 @@ function setup(
       f.done({ status: a.status, upstreamMs: 1, error: a.error, bytesOut: a.error ? 0 : 2 })
     },
     close: async () => {},
+    destroy: async () => {},
   }
   let clock = Date.parse('2026-11-23T10:00:00Z')
   const metrics = new Metrics()

@@ -1,0 +1,109 @@
+import { connect } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { useRedis } from '../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+// A client that leaves while its call waits for an upstream connection (all of
+// upstream.max_connections busy) must not take that connection with it: before the fix the
+// call was sent when a connection came free, its answer found the client gone, and the
+// connection waited for a drain that never came, for good (undici never times out a paused
+// body). Every later call then queued behind it, and SIGTERM never finished draining.
+
+const SLOW = '/api2/repos/slow/'
+
+describe('a client that leaves while its call waits for an upstream connection', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    up.handle((req, res) => {
+      const answer = () => {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ ok: true, url: req.url, pad: 'x'.repeat(64 * 1024) }))
+      }
+      if (req.url?.startsWith(SLOW)) setTimeout(answer, 600)
+      else answer()
+    })
+    gw = await startGateway(
+      testYaml(up.url, '').replace(
+        /^upstream:.*$/m,
+        `upstream: { url: "${up.url}", max_connections: 1, timeout_ms: 2000 }`
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop('SIGKILL')
+    await up?.close()
+  })
+
+  it('does not keep the upstream connection: the next call is answered, and SIGTERM ends the process', async () => {
+    // The one upstream connection is busy for 600 ms.
+    const slow = send(gw.port, { path: SLOW })
+    await new Promise((r) => setTimeout(r, 100))
+    // This call queues behind it; its client leaves before a connection comes free.
+    const gone = connect(gw.port, '127.0.0.1')
+    await new Promise<void>((r) => gone.once('connect', () => r()))
+    gone.write('GET /api2/repos/gone/ HTTP/1.1\r\nhost: x\r\n\r\n')
+    await new Promise((r) => setTimeout(r, 150))
+    gone.destroy()
+    expect((await slow).status).toBe(200)
+    // The next call gets the connection (not the one the leaver left stuck).
+    const next = await Promise.race([
+      send(gw.port, { path: '/api2/repos/next/' }),
+      new Promise<null>((r) => setTimeout(() => r(null), 4_000)),
+    ])
+    expect(next?.status).toBe(200)
+    // SIGTERM drains and exits 0 within the drain bound (10 s), not never.
+    const code = await Promise.race([
+      gw.stop('SIGTERM'),
+      new Promise<string>((r) => setTimeout(() => r('still running'), 12_000)),
+    ])
+    expect(code).toBe(0)
+  }, 25_000)
+})
+
+describe('a client that leaves while its call is being checked', () => {
+  // The rate check waits on the store (paused here); the client leaves meanwhile, so its
+  // response has closed before the call reaches the forwarder.
+  const db = useRedis({ own: true })
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    gw = await startGateway(
+      testYaml(
+        up.url,
+        `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}", timeout_ms: 3000 }\nrate_limits: { base: 1000/min }`
+      ).replace(/^upstream:.*$/m, `upstream: { url: "${up.url}", max_connections: 1 }`)
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop('SIGKILL')
+    await up?.close()
+  })
+
+  it('sends nothing upstream for it and keeps no connection: the next call is answered', async () => {
+    const base = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
+    const path = `/api-gateway/api/v2/dtables/${base}/rows/?table_name=T`
+    expect((await send(gw.port, { path })).status).toBe(200) // the pool's connection is open
+    const admin = db.client()
+    await admin.call('CLIENT', 'PAUSE', '500', 'WRITE')
+    const gone = connect(gw.port, '127.0.0.1')
+    await new Promise<void>((r) => gone.once('connect', () => r()))
+    gone.write(`GET ${path.replace('table_name=T', 'table_name=gone')} HTTP/1.1\r\nhost: x\r\n\r\n`)
+    await new Promise((r) => setTimeout(r, 150))
+    gone.destroy()
+    await new Promise((r) => setTimeout(r, 600)) // the pause is over; the check has answered
+    const next = await Promise.race([
+      send(gw.port, { path }),
+      new Promise<null>((r) => setTimeout(() => r(null), 4_000)),
+    ])
+    expect(next?.status).toBe(200)
+    expect(up.seen.filter((s) => s.url.includes('table_name=gone'))).toEqual([])
+    // Its request line says the client went away (status 0), as for any client that leaves.
+    const line = await gw.waitForLog((l) => l.outcome === 'client_aborted')
+    expect(line).toMatchObject({ class: 'base', status: 0, msg: 'client went away' })
+  }, 20_000)
+})

@@ -1,0 +1,66 @@
+import { createServer } from 'node:http'
+import { describe, expect, it } from 'vitest'
+import type { Gateway } from '../../src/app.js'
+import type { UpgradeRecorder } from '../../src/history/report-store.js'
+import type { Forwarder } from '../../src/http/proxy.js'
+import { drainProxy, type Proxy } from '../../src/process/proxy-server.js'
+import type { UsageRecorder } from '../../src/usage/recorder.js'
+import { FakeClock } from '../helpers/clock.js'
+
+// SPEC §1: SIGTERM drains and stops. Once every client connection is gone, an upstream pool
+// that does not close (a call that still holds its connection) is closed by force after 2 s;
+// the recorders still write out what they hold.
+
+function proxyWith(forwarder: Forwarder, clock: FakeClock, stopped: string[]): Proxy {
+  return {
+    forwarder,
+    clock,
+    server: createServer(),
+    connections: new Set(),
+    gateway: { tunnels: new Set() } as unknown as Gateway,
+    recorder: { stop: async () => void stopped.push('recorder') } as unknown as UpgradeRecorder,
+    usage: { stop: async () => void stopped.push('usage') } as unknown as UsageRecorder,
+    reloadTls: () => {},
+  }
+}
+
+const tick = () => new Promise((r) => setImmediate(r))
+
+describe('drainProxy', () => {
+  it('destroys an upstream pool that does not close within 2 s, then stops the recorders', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 25))
+    const stopped: string[] = []
+    let destroyed = false
+    const forwarder: Forwarder = {
+      forward: () => {},
+      close: () => new Promise(() => {}), // a call holds its connection for good
+      destroy: async () => void (destroyed = true),
+    }
+    let done = false
+    void drainProxy(proxyWith(forwarder, clock, stopped)).then(() => (done = true))
+    await tick()
+    clock.advance(1_999)
+    await tick()
+    expect(destroyed).toBe(false)
+    expect(done).toBe(false)
+    clock.advance(1)
+    for (let i = 0; i < 5 && !done; i++) await tick()
+    expect(destroyed).toBe(true)
+    expect(done).toBe(true)
+    expect(stopped).toEqual(['recorder', 'usage'])
+  })
+
+  it('leaves a pool that closes in time alone', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 25))
+    const stopped: string[] = []
+    let destroyed = false
+    const forwarder: Forwarder = {
+      forward: () => {},
+      close: async () => {},
+      destroy: async () => void (destroyed = true),
+    }
+    await drainProxy(proxyWith(forwarder, clock, stopped))
+    expect(destroyed).toBe(false)
+    expect(stopped).toEqual(['recorder', 'usage'])
+  })
+})
