@@ -194,6 +194,19 @@ function stopWhenClientLeaves(res: ServerResponse): (abort: (err?: Error) => voi
   }
 }
 
+/**
+ * The upstream's answer waits until the client has taken what is held for it. A client that
+ * takes none of it for `ms` (the upstream's own idle time) is cut, as nginx's send_timeout
+ * does: it would hold the upstream connection for good.
+ */
+function resumeOnDrain(res: ServerResponse, resume: () => void, clock: Clock, ms: number): void {
+  const stalled = clock.setTimer(() => res.destroy(), ms)
+  res.once('drain', () => {
+    stalled.cancel()
+    resume()
+  })
+}
+
 export function createForwarder(opts: ForwarderOptions): Forwarder {
   const url = new URL(opts.url)
   const basePath = url.pathname.replace(/\/+$/, '')
@@ -253,7 +266,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         onData(chunk: Buffer) {
           bytesOut += chunk.length
           if (res.write(chunk)) return true
-          res.once('drain', resumeUpstream)
+          resumeOnDrain(res, resumeUpstream, clock, f.timeoutMs)
           return false
         },
         onComplete() {

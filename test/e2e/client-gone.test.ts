@@ -107,3 +107,58 @@ describe('a client that leaves while its call is being checked', () => {
     expect(line).toMatchObject({ class: 'base', status: 0, msg: 'client went away' })
   }, 20_000)
 })
+
+describe('a client that stays but takes none of its answer', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  const big = Buffer.alloc(32 * 1024 * 1024, 'x')
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    up.handle((req, res) => {
+      if (req.url?.startsWith('/api2/repos/big/')) {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' })
+        res.end(big)
+      } else {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end('{"ok":true}')
+      }
+    })
+    gw = await startGateway(
+      testYaml(up.url, '').replace(
+        /^upstream:.*$/m,
+        `upstream: { url: "${up.url}", max_connections: 1, timeout_ms: 500 }`
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop('SIGKILL')
+    await up?.close()
+  })
+
+  it('is cut after upstream.timeout_ms without a byte taken, and the upstream connection serves the next call', async () => {
+    const reader = connect(gw.port, '127.0.0.1')
+    await new Promise<void>((r) => reader.once('connect', () => r()))
+    reader.pause() // reads nothing: the answer backs up to the gateway
+    reader.write('GET /api2/repos/big/ HTTP/1.1\r\nhost: x\r\n\r\n')
+    await new Promise((r) => setTimeout(r, 300))
+    // Still connected, still not reading: the one upstream connection is freed, so the next
+    // call is answered (before the fix it waited behind the reader for good).
+    const next = await Promise.race([
+      send(gw.port, { path: '/api2/repos/next/' }),
+      new Promise<null>((r) => setTimeout(() => r(null), 5_000)),
+    ])
+    expect(next?.status).toBe(200)
+    // The reader's connection was cut: reading now finds its end short of the whole answer.
+    let got = 0
+    reader.on('data', (c: Buffer) => (got += c.length))
+    reader.resume()
+    const closed = await new Promise<boolean>((r) => {
+      reader.once('close', () => r(true))
+      setTimeout(() => r(false), 5_000)
+    })
+    expect(closed).toBe(true)
+    expect(got).toBeLessThan(big.length)
+    const line = await gw.waitForLog((l) => l.path === '/api2/repos/big/')
+    expect(line).toMatchObject({ status: 0 })
+  }, 20_000)
+})
