@@ -13,6 +13,22 @@ import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.j
 
 const SLOW = '/api2/repos/slow/'
 
+/** limits.yaml with one pooled upstream connection (so a connection held for good shows). */
+function onePooledConnection(upstreamUrl: string, upstream = '', extra = ''): string {
+  return testYaml(upstreamUrl, extra).replace(
+    /^upstream:.*$/m,
+    `upstream: { url: "${upstreamUrl}", max_connections: 1${upstream} }`
+  )
+}
+
+/** The answer to a GET, or null when none came within `ms`. */
+function answerWithin(port: number, path: string, ms: number) {
+  return Promise.race([
+    send(port, { path }),
+    new Promise<null>((r) => setTimeout(() => r(null), ms)),
+  ])
+}
+
 describe('a client that leaves while its call waits for an upstream connection', () => {
   let up: StubUpstream
   let gw: GatewayProcess
@@ -26,12 +42,7 @@ describe('a client that leaves while its call waits for an upstream connection',
       if (req.url?.startsWith(SLOW)) setTimeout(answer, 600)
       else answer()
     })
-    gw = await startGateway(
-      testYaml(up.url, '').replace(
-        /^upstream:.*$/m,
-        `upstream: { url: "${up.url}", max_connections: 1, timeout_ms: 2000 }`
-      )
-    )
+    gw = await startGateway(onePooledConnection(up.url, ', timeout_ms: 2000'))
   })
   afterAll(async () => {
     await gw?.stop('SIGKILL')
@@ -50,10 +61,7 @@ describe('a client that leaves while its call waits for an upstream connection',
     gone.destroy()
     expect((await slow).status).toBe(200)
     // The next call gets the connection (not the one the leaver left stuck).
-    const next = await Promise.race([
-      send(gw.port, { path: '/api2/repos/next/' }),
-      new Promise<null>((r) => setTimeout(() => r(null), 4_000)),
-    ])
+    const next = await answerWithin(gw.port, '/api2/repos/next/', 4_000)
     expect(next?.status).toBe(200)
     // SIGTERM drains and exits 0 within the drain bound (10 s), not never.
     const code = await Promise.race([
@@ -73,10 +81,11 @@ describe('a client that leaves while its call is being checked', () => {
   beforeAll(async () => {
     up = await startStubUpstream()
     gw = await startGateway(
-      testYaml(
+      onePooledConnection(
         up.url,
+        '',
         `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}", timeout_ms: 3000 }\nrate_limits: { base: 1000/min }`
-      ).replace(/^upstream:.*$/m, `upstream: { url: "${up.url}", max_connections: 1 }`)
+      )
     )
   })
   afterAll(async () => {
@@ -96,10 +105,7 @@ describe('a client that leaves while its call is being checked', () => {
     await new Promise((r) => setTimeout(r, 150))
     gone.destroy()
     await new Promise((r) => setTimeout(r, 600)) // the pause is over; the check has answered
-    const next = await Promise.race([
-      send(gw.port, { path }),
-      new Promise<null>((r) => setTimeout(() => r(null), 4_000)),
-    ])
+    const next = await answerWithin(gw.port, path, 4_000)
     expect(next?.status).toBe(200)
     expect(up.seen.filter((s) => s.url.includes('table_name=gone'))).toEqual([])
     // Its request line says the client went away (status 0), as for any client that leaves.
@@ -123,12 +129,7 @@ describe('a client that stays but takes none of its answer', () => {
         res.end('{"ok":true}')
       }
     })
-    gw = await startGateway(
-      testYaml(up.url, '').replace(
-        /^upstream:.*$/m,
-        `upstream: { url: "${up.url}", max_connections: 1, timeout_ms: 500 }`
-      )
-    )
+    gw = await startGateway(onePooledConnection(up.url, ', timeout_ms: 500'))
   })
   afterAll(async () => {
     await gw?.stop('SIGKILL')
@@ -143,10 +144,7 @@ describe('a client that stays but takes none of its answer', () => {
     await new Promise((r) => setTimeout(r, 300))
     // Still connected, still not reading: the one upstream connection is freed, so the next
     // call is answered (before the fix it waited behind the reader for good).
-    const next = await Promise.race([
-      send(gw.port, { path: '/api2/repos/next/' }),
-      new Promise<null>((r) => setTimeout(() => r(null), 5_000)),
-    ])
+    const next = await answerWithin(gw.port, '/api2/repos/next/', 5_000)
     expect(next?.status).toBe(200)
     // The reader's connection was cut: reading now finds its end short of the whole answer.
     let got = 0
