@@ -50,30 +50,44 @@ describe('three instances sharing one redis-server, leases on (issue #14)', () =
       `store: { url: "${redis.url}", prefix: "${redis.prefix}", leases: true, timeout_ms: 1000 }\nrate_limits: { base: 100/min }`,
   })
 
-  it('admits exactly the limit from a burst at one key, some of it from shares, and leaves no share counted', async () => {
+  it('admits the limit from a burst at one key, some of it from shares, short only by calls of shares left unused, and leaves no share counted', async () => {
     const { gws, redis } = set
     const statuses = await burst(gws, 'bbbbbbbb-0d3b-4c59-9a51-3e2d7c8b9a10')
-    expect(statuses.filter((s) => s === 200).length).toBe(100)
-    expect(statuses.filter((s) => s === 429).length).toBe(350)
-    let leased = 0
-    for (const g of gws) {
-      const r = await request(`${g.adminUrl}/metrics`)
-      const m = /^basegate_lease_admits_total (\d+)$/m.exec(await r.body.text())
-      leased += Number(m?.[1] ?? 0)
+    const admitted = statuses.filter((s) => s === 200).length
+    expect(admitted + statuses.filter((s) => s === 429).length).toBe(450)
+    // Never one too many (SPEC §3).
+    expect(admitted).toBeLessThanOrEqual(100)
+    const metric = async (name: string) => {
+      let sum = 0
+      for (const g of gws) {
+        const r = await request(`${g.adminUrl}/metrics`)
+        const m = new RegExp(`^${name} (\\d+)$`, 'm').exec(await r.body.text())
+        sum += Number(m?.[1] ?? 0)
+      }
+      return sum
     }
-    expect(leased).toBeGreaterThan(0)
-    // Once the shares' bucket has ended (1.2 s buckets), the store counts the admitted calls and
-    // nothing more; on a loaded machine the give-back may take a moment longer to land.
-    await new Promise((r) => setTimeout(r, 1500))
+    expect(await metric('basegate_lease_admits_total')).toBeGreaterThan(0)
+    // Once every share's bucket has ended (1.2 s buckets) and its rest was given back, the
+    // store counts the admitted calls and nothing more.
     const admin = new Redis(redis.url)
     const [key] = (await admin.keys(`${redis.prefix}{b:bbbbbbbb*`)).filter((k) =>
       k.includes(':base:')
     )
-    const deadline = Date.now() + 5000
-    while (Number(await admin.hget(key!, 't')) !== 100 && Date.now() < deadline)
+    const deadline = Date.now() + 8000
+    while (
+      ((await metric('basegate_lease_calls_held')) > 0 ||
+        Number(await admin.hget(key!, 't')) !== admitted) &&
+      Date.now() < deadline
+    )
       await new Promise((r) => setTimeout(r, 100))
-    expect(Number(await admin.hget(key!, 't'))).toBe(100)
+    expect(Number(await admin.hget(key!, 't'))).toBe(admitted)
     admin.disconnect()
+    // A call is refused only when the window is full; short of the limit, what filled it was
+    // shares another call never came to use (they were counted until their bucket ended, then
+    // given back): the shortfall is at most the calls given back unused. On a quiet machine
+    // this is 100 admitted; beside a busy neighbour a share can end before its instance reaches
+    // its queued calls (README, "On a busy machine").
+    expect(100 - admitted).toBeLessThanOrEqual(await metric('basegate_lease_returned_total'))
   })
   it('gives its unused shares back when stopped with SIGTERM', async () => {
     const { gws, redis } = set
