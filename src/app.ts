@@ -30,7 +30,7 @@ import { createDelayer, delayMsOf } from './protect/delay.js'
 import { Protector } from './protect/protector.js'
 import { BufferBudget } from './size/body-buffer.js'
 import { sizeCheckFor } from './size/actions.js'
-import { sizedBody, sizedQuery, type SizeDeps, type SizedBody } from './size/body.js'
+import { sizedBody, sizedQuery, STREAMED, type SizeDeps, type SizedBody } from './size/body.js'
 import type { LimiterStore } from './types.js'
 import { createUpgradeHandler } from './websocket.js'
 
@@ -130,11 +130,8 @@ function ended(call: Call, flow: Flow, outcome: Outcome): false {
   return false
 }
 
-const after = <T>(v: T | Promise<T>, next: (v: T) => Next): Next =>
-  v instanceof Promise ? v.then(next) : next(v)
-
 function gateStep(call: Call, flow: Flow): Next {
-  // Written out (not `after`): a decision made without I/O takes no closure either.
+  // A decision made without I/O takes no closure.
   const g = flow.gate(call.req)
   return g instanceof Promise ? g.then((r) => judged(call, flow, r)) : judged(call, flow, g)
 }
@@ -175,27 +172,19 @@ function keyShareStep(call: Call, flow: Flow): Next {
   })
 }
 
-/** The body of a call that needs none read: it streams through (one shared answer). */
-const STREAMED = Object.freeze({
-  kind: 'forward',
-  body: undefined,
-  broken: null,
-  release: () => {},
-}) as Extract<SizedBody, { kind: 'forward' }>
-
 /** SPEC §4 and §8: the body the checks and the history need, read by size/ (or streamed). */
 function bodyStep(call: Call, flow: Flow): Next {
   const pass = call.gate as Pass
   const { req, res } = call
+  const check = sizeCheckFor(call.method, pass.route)
   // Most calls read no body: they take nothing here (no per-call object, no closure); a List
   // Rows call has its query checked, still without one.
   if (pass.pendingHistory.length === 0) {
-    const check = sizeCheckFor(call.method, pass.route)
     if (check === null) return ((call.body = STREAMED), true)
     if (check.counts === 'query')
-      return bodyRead(call, flow, pass, sizedQuery(pass.snapshot.config, pass.query))
+      return bodyDone(call, flow, pass, sizedQuery(pass.snapshot.config, pass.query))
   }
-  const sized = sizedBody(flow.sizeDeps, req, pass.snapshot.config, {
+  const sized = sizedBody(flow.sizeDeps, req, pass.snapshot.config, check, {
     path: pass.route,
     query: pass.query,
     client: pass.snapshot.clientIp.keyOf(pass.admission.clientIp),
@@ -203,9 +192,25 @@ function bodyStep(call: Call, flow: Flow): Next {
     onHeadPassed: () => sendContinue(req, res),
     fields: pendingFields(pass),
   })
-  // A call that ended here leaves its key's place (the slot step leaves it on every other way).
-  const leaveIfEnded = (go: boolean) => (go || flow.guard.leaveKey(pass.admission), go)
-  return after(sized, (s) => after(bodyRead(call, flow, pass, s), leaveIfEnded))
+  return sized instanceof Promise
+    ? sized.then((s) => bodyDone(call, flow, pass, s))
+    : bodyDone(call, flow, pass, sized)
+}
+
+/**
+ * Every way out of the body step: a call that ended here leaves its key's place (the slot step
+ * leaves it on every other way).
+ */
+function bodyDone(call: Call, flow: Flow, pass: Pass, sized: SizedBody): Next {
+  const go = bodyRead(call, flow, pass, sized)
+  return go instanceof Promise
+    ? go.then((g) => leftIfEnded(flow, pass, g))
+    : leftIfEnded(flow, pass, go)
+}
+
+function leftIfEnded(flow: Flow, pass: Pass, go: boolean): boolean {
+  if (!go) flow.guard.leaveKey(pass.admission)
+  return go
 }
 
 /** What the body step said: the body to forward, or an answer of ours. */

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Config } from '../types.js'
-import { sizeCheckFor, type BodyCheck } from './actions.js'
+import type { BodyCheck, SizeCheck } from './actions.js'
 import {
   heldThenRest,
   type BufferBudget,
@@ -76,12 +76,12 @@ export function heldLimitsOf(limits: Config['sizeLimits'], processes: number): H
 
 const NOTHING = () => {}
 /** Most calls: no size check, the request streams (one shared answer, nothing allocated). */
-const AS_IS: SizedBody = Object.freeze({
+export const STREAMED: Extract<SizedBody, { kind: 'forward' }> = Object.freeze({
   kind: 'forward',
   body: undefined,
   broken: null,
   release: NOTHING,
-}) as SizedBody
+}) as Extract<SizedBody, { kind: 'forward' }>
 
 function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
   if (body === null) return NOTHING
@@ -96,24 +96,25 @@ function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
  */
 export function sizedQuery(config: Config, query: string): SizedBody {
   const broken = listRowsRefusal(query, config.sizeLimits.listRows)
-  if (broken === null) return AS_IS
+  if (broken === null) return STREAMED
   if (config.mode === 'enforce') return { kind: 'refused', refusal: broken, release: NOTHING }
   return { kind: 'forward', body: undefined, broken, release: NOTHING }
 }
 
 /**
- * SPEC §4 on an admitted call (a size-refused call has used its rate slot). Synchronous where
- * no body is read (no check, or the list's `limit` query), so most calls take no extra turn.
+ * SPEC §4 on an admitted call (a size-refused call has used its rate slot), given the check of
+ * its action (`sizeCheckFor`, asked once by the caller). Synchronous where no body is read (no
+ * check, or the list's `limit` query), so most calls take no extra turn.
  */
 export function sizedBody(
   deps: SizeDeps,
   req: IncomingMessage,
   config: Config,
+  check: SizeCheck | null,
   at: BodyCall
 ): SizedBody | Promise<SizedBody> {
-  const check = sizeCheckFor(req.method ?? 'GET', at.path)
   if (check === null)
-    return at.fields === undefined ? AS_IS : bodySized(deps, req, config, null, at)
+    return at.fields === undefined ? STREAMED : bodySized(deps, req, config, null, at)
   if (check.counts === 'query') return sizedQuery(config, at.query)
   return bodySized(deps, req, config, check, at)
 }

@@ -241,6 +241,16 @@ describe('priority and one key share', () => {
     const line = await t.gw.waitForLog((l) => l.outcome === 'key_in_flight')
     expect(line).toMatchObject({ status: 429, given_back: true })
   })
+
+  it('a List Rows call refused for its limit leaves its key’s place (the next call is not key_in_flight)', async () => {
+    const uuid = '8b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a28'
+    const tooMany = await send(t.gw.port, { path: rowsPath(uuid) + '&limit=5000' })
+    expect(tooMany.status).toBe(400)
+    t.up.setHolding(false)
+    const next = await send(t.gw.port, { path: rowsPath(uuid) })
+    t.up.setHolding(true)
+    expect(next.status).toBe(200)
+  })
 })
 
 describe('delay instead of 429 (rate_limits.delay_ms)', () => {
