@@ -16,7 +16,6 @@ import { dayBounds, monthBounds, type MonthBounds } from '../quota/month.js'
 import { monthDays } from './usage-history.js'
 import type { UsageStore } from '../usage/store.js'
 import { storeAddress } from '../limiter/redis-client.js'
-import { teamsByBase } from '../quota/teams.js'
 
 // SPEC §7: GET /v1/status (JSON) and GET / (the page that draws it, refreshing every 5 s).
 
@@ -93,10 +92,9 @@ function upstreamHealth(u: StatusCounts['upstream']) {
 
 /** A busiest key with the team and the override it counts under, where it has them. */
 function annotated(snap: ConfigHolder['current'], b: { key: string; calls: number }) {
-  const teamOf = teamsByBase(snap.teams)
   const uuid = b.key.startsWith('base:') ? b.key.slice(5) : null
   const ip = b.key.startsWith('ip:') && !b.key.includes('/') ? b.key.slice(3) : null
-  const team = uuid === null ? undefined : teamOf.get(uuid)?.id
+  const team = uuid === null ? undefined : snap.teamOfBase.get(uuid)?.id
   const hit = snap.overrides.any ? snap.overrides.find(uuid, ip ?? '') : null
   return { ...b, team, override: hit?.o.name }
 }

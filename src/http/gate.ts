@@ -75,15 +75,15 @@ export function createGate(deps: GateDeps): Gate {
       return storeDown(err, path)
     }
     const method = req.method ?? 'GET'
-    if (!(admitted instanceof Promise)) {
-      // A flood's refusals take nothing more than their own answer.
-      const refusal = rateRefusal(snapshot, path, admitted)
-      if (refusal !== null) return refusal
-    }
+    // A flood's refusals take nothing more than their own answer (nothing else is built).
+    if (!(admitted instanceof Promise))
+      return (
+        rateRefusal(snapshot, path, admitted) ??
+        windowsSaid(deps, { method, path, route, query, snapshot }, admitted)
+      )
     const at = { method, path, route, query, snapshot }
-    if (!(admitted instanceof Promise)) return windowsSaid(deps, at, admitted)
     return admitted.then(
-      (a) => windowsSaid(deps, at, a),
+      (a) => rateRefusal(snapshot, path, a) ?? windowsSaid(deps, at, a),
       (err: unknown) => storeDown(err, path)
     )
   }
@@ -97,21 +97,17 @@ function rateRefusal(snapshot: Snapshot, path: string, admission: Admission): Re
   return refuse(429, null, outcome, { path, admission, headers: admission.headers })
 }
 
-/** What the windows said: a 429, or on to the change history. */
+/** Windows that admitted the call (or, in dry-run, would have refused it): on to the change history. */
 function windowsSaid(
   deps: GateDeps,
   call: { method: string; path: string; route: string; query: string; snapshot: Snapshot },
   admission: Admission
 ): GateResult {
-  const { path, snapshot } = call
   const { refused, shadowRules } = admission
   let dryRun: DryRun | null = shadowRules.length > 0 ? { rules: shadowRules } : null
-  if (refused !== null) {
-    const refusal = rateRefusal(snapshot, path, admission)
-    if (refusal !== null) return refusal
-    // SPEC §4 dry-run: forwarded, logged at warn, not charged (the store charged nothing).
-    dryRun = { ...dryRun, refusal: refused }
-  }
+  // SPEC §4 dry-run: a refusal here is forwarded, logged at warn, not charged (the store
+  // charged nothing); under enforce, rateRefusal answered it before.
+  if (refused !== null) dryRun = { ...dryRun, refusal: refused }
   return historyStep(deps, call, admission, dryRun)
 }
 

@@ -17,6 +17,8 @@ export interface Snapshot {
   /** SPEC §2 allow.clients: whether a client is never limited. */
   allowClient: (ip: string) => boolean
   teams: readonly Team[]
+  /** Each base's team (a base is in at most one). */
+  teamOfBase: ReadonlyMap<string, Team>
   /** SPEC §10: the overrides in force (the file's, with the admin API's changes). */
   overrides: OverrideLookup
 }
@@ -36,5 +38,6 @@ export function compileSnapshot(
     clientIp: createClientIpResolver(config.clientIp),
     allowClient: cidrMatcher(config.allow.clients),
     teams,
+    teamOfBase: byBase,
   }
 }

@@ -404,12 +404,6 @@ export class LeasingStore implements LimiterStore {
    * share's rest goes back when it ends); any other joins the give-back batch, sent at the end
    * of this turn of the event loop: a burst of sheds costs one script call.
    */
-  /** A month takes no lease: a credit is the inner store's. */
-  credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
-    if (this.inner.credit === undefined) return Promise.reject(new Error('no credit here'))
-    return this.inner.credit(charge, calls)
-  }
-
   giveBack(uses: readonly GiveBack[]): Promise<void> {
     if (this.inner.giveBack === undefined || uses.length === 0) return Promise.resolve()
     const clockNow = this.clock.monotonic()
@@ -437,6 +431,12 @@ export class LeasingStore implements LimiterStore {
       setImmediate(() => this.batch === batch && this.flush())
     }
     return batch.sent
+  }
+
+  /** A month takes no lease: a credit is the inner store's. */
+  credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
+    if (this.inner.credit === undefined) return Promise.reject(new Error('no credit here'))
+    return this.inner.credit(charge, calls)
   }
 
   /** Settles once every give-back sent or waiting now has been answered. */

@@ -62,38 +62,52 @@ const gauge = <L extends string>(
   aggregator: Aggregator = 'max'
 ) => metric<L, Gauge<L>>(Gauge, r, name, help, labels, aggregator)
 
+/**
+ * Counts by two labels in plain nested maps (no label string built per call), handed to
+ * prom-client at each read: a labelled child's inc() hashes its labels on every call (issue
+ * #26: 2–3 % of a refusal).
+ */
+class PairCounts<A, B> {
+  private readonly byA = new Map<A, Map<B, number>>()
+
+  add(a: A, b: B): void {
+    let byB = this.byA.get(a)
+    if (byB === undefined) this.byA.set(a, (byB = new Map()))
+    byB.set(b, (byB.get(b) ?? 0) + 1)
+  }
+
+  /** Every count since the last drain, then none. */
+  drain(each: (a: A, b: B, n: number) => void): void {
+    for (const [a, byB] of this.byA) for (const [b, n] of byB) each(a, b, n)
+    this.byA.clear()
+  }
+}
+
 /** Every metric basegate exposes, in one registry (SPEC §7 /metrics). */
 export class Metrics {
   readonly registry = new Registry()
-  // Counted per request in plain maps and handed to prom-client at each read (collect):
-  // a labelled child's inc() hashes its labels on every call (issue #26: 2–3 % of a refusal).
-  private readonly pendingRequests = new Map<string, Map<string, number>>()
+  // Counted per request in plain maps and handed to prom-client at each read (collect).
+  private readonly pendingRequests = new PairCounts<string, string>()
   private readonly pendingRefusals = new Map<RefusalReason, number>()
   readonly requests: Counter<'class' | 'outcome'> = counter(
     this.registry,
     'basegate_requests_total',
     'Requests by class and outcome',
     ['class', 'outcome'] as const,
-    () => {
-      for (const [cls, byOutcome] of this.pendingRequests) {
-        for (const [outcome, n] of byOutcome) this.requests.inc({ class: cls, outcome }, n)
-      }
-      this.pendingRequests.clear()
-    }
+    () =>
+      this.pendingRequests.drain((cls, outcome, n) => this.requests.inc({ class: cls, outcome }, n))
   )
   /** Answers by class and status code (counted at scrape from a plain map, as requests are). */
-  private readonly pendingResponses = new Map<string, Map<number, number>>()
+  private readonly pendingResponses = new PairCounts<string, number>()
   readonly responses: Counter<'class' | 'code'> = counter(
     this.registry,
     'basegate_responses_total',
     "Answers by class and HTTP status code (the upstream's, or basegate's own; 0: the client left first)",
     ['class', 'code'] as const,
-    () => {
-      for (const [cls, byCode] of this.pendingResponses) {
-        for (const [code, n] of byCode) this.responses.inc({ class: cls, code: String(code) }, n)
-      }
-      this.pendingResponses.clear()
-    }
+    () =>
+      this.pendingResponses.drain((cls, code, n) =>
+        this.responses.inc({ class: cls, code: String(code) }, n)
+      )
   )
   readonly refusals: Counter<'reason'> = counter(
     this.registry,
@@ -339,14 +353,8 @@ export class Metrics {
    */
   countRequest(cls: string, outcome: OutcomeKind, dryRun = false, status?: number): void {
     const label = dryRun && outcome === 'forwarded' ? 'dry_run' : outcome
-    let byOutcome = this.pendingRequests.get(cls)
-    if (byOutcome === undefined) this.pendingRequests.set(cls, (byOutcome = new Map()))
-    byOutcome.set(label, (byOutcome.get(label) ?? 0) + 1)
-    if (status !== undefined) {
-      let byCode = this.pendingResponses.get(cls)
-      if (byCode === undefined) this.pendingResponses.set(cls, (byCode = new Map()))
-      byCode.set(status, (byCode.get(status) ?? 0) + 1)
-    }
+    this.pendingRequests.add(cls, label)
+    if (status !== undefined) this.pendingResponses.add(cls, status)
     const reason = dryRun ? 'dry_run' : REFUSAL_OF[outcome]
     if (reason === undefined) return
     this.pendingRefusals.set(reason, (this.pendingRefusals.get(reason) ?? 0) + 1)

@@ -171,7 +171,7 @@ function upstreamSeen(o: Outcome): UpstreamSeen | null {
   return o.kind === 'forwarded' || o.kind === 'upstream_error' ? o : null
 }
 
-/** The request's summary entry and metrics. */
+/** What a request's ending is counted in. */
 type CountDeps = {
   metrics?: Metrics
   summary?: UsageSummary
@@ -181,7 +181,8 @@ type CountDeps = {
   clock: Clock
 }
 
-function count(f: Finished, deps: CountDeps): void {
+/** The request's summary entry and metrics; `httpStatus` is the answer's, as its line has it. */
+function count(f: Finished, deps: CountDeps, httpStatus: number): void {
   const { metrics, summary, status } = deps
   const adm = f.admission
   const m = adm?.monthly ?? null
@@ -207,7 +208,7 @@ function count(f: Finished, deps: CountDeps): void {
     deps.notices?.seen(m.team, m.used, m.quota, nowMs)
   }
   if (metrics) {
-    metrics.countRequest(cls, o.kind, f.dryRun !== null, statusOf(o))
+    metrics.countRequest(cls, o.kind, f.dryRun !== null, httpStatus)
     if (o.kind === 'shed') metrics.sheds.labels(cls).inc()
     for (const id of f.apiChanges) metrics.countApiChange(id)
     const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
@@ -323,7 +324,7 @@ export function createFinisher(
       }
     }
 
-    count(f, deps)
+    count(f, deps, status)
     if (f.begun.span !== undefined && deps.tracer != null) traced(deps.tracer, f, status)
   }
 

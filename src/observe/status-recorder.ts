@@ -162,6 +162,13 @@ function topOf(calls: Map<string, number>, top: number): StatusCounts['busiest']
     .map(([key, n]) => ({ key, calls: n }))
 }
 
+/** Adds a process's steps into the merged ones, `shift` steps older (its clock was behind). */
+function addShifted(into: number[], values: readonly number[], shift: number): void {
+  values.forEach((v, i) => {
+    if (i - shift >= 0) into[i - shift]! += v
+  })
+}
+
 /**
  * Several processes' counts as one (a primary and its workers): the series add up step by step
  * (aligned on their end), and so do the keys' calls. A worker hands over its busiest 200, so a
@@ -174,19 +181,13 @@ export function mergeCounts(parts: readonly StatusCounts[], top = 10): StatusCou
   const upstream = emptyUpstream()
   for (const p of parts) {
     const shift = (endS - p.endS) / STEP_S
-    for (const k of ['calls', 'errors', 'ms'] as const) {
-      p.upstream[k].forEach((v, i) => {
-        if (i - shift >= 0) upstream[k][i - shift]! += v
-      })
-    }
+    for (const k of ['calls', 'errors', 'ms'] as const)
+      addShifted(upstream[k], p.upstream[k], shift)
     const le = p.upstream.last_error
     if (le !== null && (upstream.last_error === null || le.at > upstream.last_error.at))
       upstream.last_error = le
     for (const [name, values] of Object.entries(p.series)) {
-      const out = (series[name] ??= new Array<number>(STEPS).fill(0))
-      values.forEach((v, i) => {
-        if (i - shift >= 0) out[i - shift]! += v
-      })
+      addShifted((series[name] ??= new Array<number>(STEPS).fill(0)), values, shift)
     }
     for (const b of p.busiest) calls.set(b.key, (calls.get(b.key) ?? 0) + b.calls)
   }

@@ -88,8 +88,6 @@ export interface DayBounds {
   id: string
   /** "2026-11": the month it belongs to. */
   month: string
-  /** Its day of the month, 1 to 31. */
-  dom: number
   startMs: number
   /** The first instant of the next day in the zone. */
   endMs: number
@@ -116,7 +114,7 @@ export function dayBounds(nowMs: number, timeZone: string): DayBounds {
     timeZone
   )
   const month = `${w.y}-${pad2(w.mo)}`
-  return { id: `${month}-${pad2(w.d)}`, month, dom: w.d, startMs, endMs }
+  return { id: `${month}-${pad2(w.d)}`, month, startMs, endMs }
 }
 
 /** dayBounds with the answer kept until the day ends: the per-request cost is a compare. */

@@ -49,15 +49,16 @@ export class UsageRecorder {
   /** An admitted call of a base (its 32-hex UUID) and, when the base has one, its team. */
   record(uuid: string, team: string | undefined, nowMs: number): void {
     const counts = this.countsAt(nowMs)
-    this.add(counts, `b:${uuid}`, false)
-    if (team !== undefined) this.add(counts, `t:${team}`, true)
+    this.add(counts, `b:${uuid}`, 1, false)
+    if (team !== undefined) this.add(counts, `t:${team}`, 1, true)
   }
 
-  private add(counts: Map<string, number>, subject: string, always: boolean): void {
-    const n = counts.get(subject)
-    if (n !== undefined) return void counts.set(subject, n + 1)
-    if (!always && this.subjects >= this.maxSubjects) return void this.dropped++
-    counts.set(subject, 1)
+  /** `n` calls of a subject; a base new to this interval past the bound is only told of. */
+  private add(counts: Map<string, number>, subject: string, n: number, always: boolean): void {
+    const had = counts.get(subject)
+    if (had !== undefined) return void counts.set(subject, had + n)
+    if (!always && this.subjects >= this.maxSubjects) return void (this.dropped += n)
+    counts.set(subject, n)
     this.subjects++
   }
 
@@ -108,14 +109,8 @@ export class UsageRecorder {
     for (const [day, { monthEndMs, counts }] of old) {
       let entry = this.batch.get(day)
       if (entry === undefined) this.batch.set(day, (entry = { monthEndMs, counts: new Map() }))
-      for (const [subject, n] of counts) {
-        const had = entry.counts.get(subject)
-        if (had !== undefined) entry.counts.set(subject, had + n)
-        else if (this.subjects < this.maxSubjects || subject.startsWith('t:')) {
-          entry.counts.set(subject, n)
-          this.subjects++
-        } else this.dropped += n
-      }
+      for (const [subject, n] of counts)
+        this.add(entry.counts, subject, n, subject.startsWith('t:'))
     }
   }
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,7 +9,7 @@ import { freePort } from '../helpers/ports.js'
 import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
-import { reapWithTest } from '../helpers/reap.js'
+import { spawnRedisServer } from '../helpers/redis.js'
 
 // Issue #34 items 2, 3, 4 and 10, in Chromium: the page opened from a URL that carries the
 // login; one colour per outcome; a sick server and a store that does not answer flagged at the
@@ -29,11 +29,7 @@ describe('the status page tells the truth at a glance (issue #34)', () => {
   let failing = false
   beforeAll(async () => {
     const port = await freePort()
-    redis = reapWithTest(
-      spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
-        stdio: 'ignore',
-      })
-    )
+    redis = spawnRedisServer(port) // its own: the test stops it (SIGSTOP)
     up = await startStubUpstream()
     up.handle((req, res) => {
       req.resume()
