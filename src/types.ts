@@ -87,6 +87,12 @@ export interface SizeLimits {
   spillBytes: number
   /** SPEC §4: a checked body not received whole within this from its head → 408. */
   bodyTimeoutMs: number
+  /** SPEC §4: the part of bufferBytes + spillBytes one client IP may hold (0 < share ≤ 1). */
+  clientShare: number
+  /** As the file wrote it (`1/8`), for /v1/config. */
+  clientShareText: string
+  /** SPEC §4: bytes per second a body must arrive at, over any 5 s after its first 5 s; 0 = no floor. */
+  minBodyRate: number
 }
 
 export interface PlanConfig {
@@ -123,12 +129,26 @@ export interface Config {
     headersTimeoutMs: number
     /** A client must send its whole request within this; 0 = no limit. */
     requestTimeoutMs: number
+    /** SPEC §4: an idle keep-alive connection is closed after this. */
+    keepaliveTimeoutMs: number
+    /** SPEC §4: client connections at once (auto: from the process's open-file limit). */
+    maxConnections: number | 'auto'
+    /** SPEC §4: client connections from one client IP at once (trusted proxies: only the total). */
+    maxConnectionsPerClient: number
     /** HTTPS on the proxy port: PEM files, re-read on SIGHUP (the paths need a restart). */
     tls: { certFile: string; keyFile: string } | null
   }
   admin: { host: string; port: number; token: string }
   /** maxConnections: the pool's cap on connections to the server (restart-only). */
-  upstream: { url: string; timeoutMs: number; maxConnections: number }
+  upstream: {
+    url: string
+    timeoutMs: number
+    maxConnections: number
+    /** SPEC §4: upstream connections one client IP holds at once. */
+    maxConnectionsPerClient: number
+    /** SPEC §4: an unchecked body announcing at most this is read whole before a connection is taken; 0 = never. */
+    bufferRequestBytes: number
+  }
   store: {
     url: string
     cluster: readonly string[]

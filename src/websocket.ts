@@ -6,16 +6,15 @@ import {
 } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
-import type { Clock } from './clock.js'
-import type { Logger } from './observe/log.js'
-import { begin, type Finish } from './observe/request-log.js'
-import type { Gate } from './http/gate.js'
-import { statusOf, type Outcome, type Pass, type Refusal } from './http/call.js'
+import type { Tracer } from '@opentelemetry/api'
+import { begin } from './observe/request-log.js'
+import { requestSpan } from './observe/tracing.js'
+import type { Outcome, Refusal } from './http/call.js'
 import { upstreamRequestHeaders } from './http/proxy.js'
 import { jsonError } from './http/respond.js'
 import { sizeCheckFor } from './size/actions.js'
-import { KEY_BUSY_MESSAGE, SHED_MESSAGE, type CallGuard } from './protect/call-guard.js'
-import type { SlotTicket } from './protect/protector.js'
+import { nothingHeld, on, type Arrived, type Next, type Passed, type Reply } from './spine/call.js'
+import { gateStep, keyShareStep, slotStep, tell, type Flow } from './spine/steps.js'
 
 // SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
 // The upgrade request is rate-checked like any other; after the 101 the two sockets are
@@ -46,12 +45,13 @@ function writeRaw(
   socket.end(rawHead(status, undefined, Object.entries(headers).flat()) + body)
 }
 
+/** An error answer of ours on the raw socket; returns its body's bytes. */
 function jsonFail(
   socket: Duplex,
   status: number,
   message: string,
   extra?: OutgoingHttpHeaders | null
-): void {
+): number {
   const { headers, body } = jsonError(message, extra)
   writeRaw(
     socket,
@@ -59,24 +59,24 @@ function jsonFail(
     { ...headers, connection: 'close' } as Record<string, string | number>,
     body
   )
+  return Buffer.byteLength(body)
 }
 
-function sendRefusal(socket: Duplex, r: Refusal): void {
+function sendRefusal(socket: Duplex, r: Refusal): number {
   if (r.message !== null) return jsonFail(socket, r.status, r.message, r.headers)
   const headers = (r.headers ?? {}) as Record<string, string | number>
   writeRaw(socket, r.status, { ...headers, 'content-length': 0, connection: 'close' })
+  return 0
 }
 
 const NOT_HERE = 'an Upgrade request is not accepted on an endpoint with a size limit'
 
 export interface UpgradeOptions {
   upstreamUrl: string
-  logger: Logger
-  gate: Gate
-  finish: Finish
-  /** SPEC §9: an upgrade holds a slot at the server until its 101 (or its answer). */
-  guard?: CallGuard
-  clock: Clock
+  /** The steps' shared parts (the gateway's). */
+  flow: Flow
+  /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
+  tracer?: Tracer | null
 }
 
 /** After the 101: each side's early bytes to the other, then the two sockets piped together. */
@@ -103,113 +103,135 @@ function upstreamFailure(err: NodeJS.ErrnoException): { status: number; text: st
   return { status: 502, text: `the upstream could not be reached (${err.code ?? 'error'})` }
 }
 
-/**
- * SPEC §9 for an upgrade: its key's place and a slot at the server. The ticket to release
- * once the upstream answered; null when no guard applies; false when the call ended here
- * (answered 429 or 503, or the client left), its outcome handed to `ended`.
- */
-async function holdSlot(
-  guard: CallGuard | undefined,
-  socket: Duplex,
-  g: Pass,
-  ended: (o: Outcome, givenBack: boolean) => void
-): Promise<SlotTicket | null | false> {
-  if (guard === undefined) return null
-  const { admission, snapshot } = g
-  const busy = guard.enterKey(admission)
-  if (busy !== null) {
-    const { headers, givenBack } = await busy
-    jsonFail(socket, 429, KEY_BUSY_MESSAGE, headers)
-    ended({ kind: 'key_in_flight' }, givenBack)
-    return false
+/** An upgrade's answers of ours go to its raw socket (there is no ServerResponse). */
+class SocketReply implements Reply {
+  private written = false
+  constructor(private readonly socket: Duplex) {}
+  get client(): Duplex {
+    return this.socket
   }
-  const maybe = guard.slot(admission, socket)
-  const slot = maybe instanceof Promise ? await maybe : maybe
-  if (slot.result === 'granted') return slot.ticket
-  const givenBack = slot.givenBack === true
-  if (slot.result === 'cancelled') ended({ kind: 'client_aborted', upstreamMs: null }, givenBack)
-  else {
-    jsonFail(socket, 503, SHED_MESSAGE, guard.shedHeaders(admission, snapshot.config))
-    ended({ kind: 'shed', waitedMs: slot.waitedMs }, givenBack)
+  json(status: number, message: string, headers: OutgoingHttpHeaders | null): number {
+    this.written = true
+    return jsonFail(this.socket, status, message, headers)
   }
-  return false
+  refusal(r: Refusal): number {
+    this.written = true
+    return sendRefusal(this.socket, r)
+  }
+  started(): boolean {
+    return this.written
+  }
+  cut(): void {
+    this.socket.destroy()
+  }
 }
 
-export function createUpgradeHandler(opts: UpgradeOptions) {
-  const url = new URL(opts.upstreamUrl)
-  const basePath = url.pathname.replace(/\/+$/, '')
-  const send = url.protocol === 'https:' ? httpsRequest : httpRequest
-  const tunnels = new Set<Duplex>()
+/** An upgrade's record: its socket and the bytes that came after its head. */
+interface UpgradeCall extends Arrived {
+  readonly socket: Duplex
+  readonly head: Buffer
+}
 
-  async function run(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const begun = begin(req, opts.clock)
-    const { method, startedMs } = begun
-    socket.on('error', () => socket.destroy())
-    const g = await opts.gate(req)
-    if (g.kind === 'refuse') {
-      sendRefusal(socket, g)
-      return opts.finish(g, begun, g.outcome)
-    }
-    const { admission, path, query, snapshot } = g
-    const done = (outcome: Outcome) => opts.finish(g, begun, outcome)
-    // Issue #11: an Upgrade header must not carry a call past the size checks. Only the
-    // service's real-time socket upgrades; a checked endpoint never does.
-    if (sizeCheckFor(method, g.route) !== null) {
-      jsonFail(socket, 400, NOT_HERE, admission.headers)
-      return done({ kind: 'size_refused', status: 400, message: NOT_HERE })
-    }
-    const held = await holdSlot(opts.guard, socket, g, (o, givenBack) => {
-      begun.givenBack = givenBack
-      done(o)
-    })
-    if (held === false) return
-    // The slot and the key's place go with the 101 (or whatever else answered the upgrade).
-    const end = (o: Extract<Outcome, { upstreamMs: number | null }>) => {
-      const r = { status: statusOf(o), upstreamMs: o.upstreamMs }
-      if (held !== null) begun.givenBack = opts.guard!.finished(admission, held, snapshot.config, r)
-      done(o)
-    }
-    const upstreamReq = send({
-      host: url.hostname,
-      port: url.port || (url.protocol === 'https:' ? 443 : 80),
-      method,
-      path: basePath + path + query,
-      headers: upstreamRequestHeaders(req, { keepUpgrade: true, requestId: begun.requestId }),
-      timeout: snapshot.config.upstream.timeoutMs,
-    })
+/** Issue #11: an Upgrade header must not carry a call past the size checks (400). */
+function uncheckedStep<C extends Passed>(call: C): Next<C> {
+  if (sizeCheckFor(call.method, call.gate.route) === null) return call
+  call.bytesOut = call.reply.json(400, NOT_HERE, call.gate.admission.headers)
+  return { kind: 'size_refused', status: 400, message: NOT_HERE }
+}
+
+/** Where upgrades go, made once. */
+interface Upstream {
+  url: URL
+  basePath: string
+  send: typeof httpRequest
+  tunnels: Set<Duplex>
+  flow: Flow
+}
+
+/** To the server: its 101 joins the tunnel (the slot and the key's place go with it). */
+function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Outcome> {
+  const { url, basePath, send, tunnels, flow } = upstream
+  const { socket, head, req } = call
+  const { path, query, snapshot } = call.gate
+  const upstreamReq = send({
+    host: url.hostname,
+    port: url.port || (url.protocol === 'https:' ? 443 : 80),
+    method: call.method,
+    path: basePath + path + query,
+    headers: upstreamRequestHeaders(req, { keepUpgrade: true, requestId: call.requestId }),
+    timeout: snapshot.config.upstream.timeoutMs,
+  })
+  const sinceStart = () => flow.clock.monotonic() - call.startedMs
+  return new Promise<Outcome>((resolve) => {
     upstreamReq.on('timeout', () =>
       upstreamReq.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }))
     )
     upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
       const { status, text } = upstreamFailure(err)
-      jsonFail(socket, status, text)
-      end({ kind: 'upstream_error', status, upstreamMs: null, error: err.code ?? 'error' })
+      call.bytesOut = jsonFail(socket, status, text)
+      call.givenBack = flow.guard.answered(call.gate.admission, snapshot.config, status)
+      resolve({ kind: 'upstream_error', status, upstreamMs: null, error: err.code ?? 'error' })
     })
     // The upstream declined the upgrade: relay its answer as is.
     upstreamReq.on('response', (res) => {
       socket.write(rawHead(res.statusCode ?? 502, res.statusMessage, res.rawHeaders))
       res.pipe(socket)
-      end({
-        kind: 'forwarded',
-        status: res.statusCode ?? 0,
-        upstreamMs: opts.clock.monotonic() - startedMs,
-      })
+      const status = res.statusCode ?? 0
+      call.givenBack = flow.guard.answered(call.gate.admission, snapshot.config, status)
+      resolve({ kind: 'forwarded', status, upstreamMs: sinceStart() })
     })
     upstreamReq.on('upgrade', (res, upstreamSocket, upstreamHead) => {
-      const upstreamMs = opts.clock.monotonic() - startedMs
+      const upstreamMs = sinceStart()
       upstreamReq.setTimeout(0)
       socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
       joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels)
-      end({ kind: 'forwarded', status: 101, upstreamMs })
+      resolve({ kind: 'forwarded', status: 101, upstreamMs })
     })
     upstreamReq.end()
+  })
+}
+
+export function createUpgradeHandler(opts: UpgradeOptions) {
+  const url = new URL(opts.upstreamUrl)
+  const tunnels = new Set<Duplex>()
+  const { flow } = opts
+  const upstream: Upstream = {
+    url,
+    basePath: url.pathname.replace(/\/+$/, ''),
+    send: url.protocol === 'https:' ? httpsRequest : httpRequest,
+    tunnels,
+    flow,
+  }
+
+  /**
+   * An upgrade's story: the plain request's steps (gate, key share, slot) with its own forward;
+   * only the service's real-time socket upgrades, so a checked endpoint never does.
+   */
+  function story(call: UpgradeCall): Next<Outcome> {
+    return on(gateStep(call, flow), (passed) =>
+      on(keyShareStep(passed, flow), (keyed) =>
+        on(uncheckedStep(keyed), (plain) =>
+          on(slotStep(plain, flow), (slotted) => tunnelStep(slotted, upstream))
+        )
+      )
+    )
   }
 
   function handle(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    run(req, socket, head).catch((err: unknown) => {
-      opts.logger.error({ err }, 'upgrade failed')
-      socket.destroy()
-    })
+    socket.on('error', () => socket.destroy())
+    const call: UpgradeCall = {
+      ...begin(req, flow.clock),
+      span: opts.tracer != null ? requestSpan(opts.tracer, req) : undefined,
+      req,
+      socket,
+      head,
+      reply: new SocketReply(socket),
+      held: nothingHeld(),
+      gate: null,
+      dryRun: null,
+      ended: false,
+    }
+    tell(call, flow, story)
   }
 
   return { handle, tunnels }

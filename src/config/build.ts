@@ -14,7 +14,7 @@ import { checkedRates } from '../limiter/rate.js'
 import { storeKindOf } from '../limiter/redis-client.js'
 import { DEFAULTS as D } from './defaults.js'
 import { DEFAULT_PLANS, PRESETS } from './presets.js'
-import { QUEUED_CLASSES, type LimitsFile } from './schema.js'
+import { QUEUED_CLASSES, shareValue, type LimitsFile } from './schema.js'
 import { uuids } from '../request/base-uuid.js'
 import { parseVersion } from '../history/version.js'
 import { buildOverrides } from '../overrides/build.js'
@@ -155,6 +155,9 @@ function buildListeners(problems: ConfigProblem[], f: Filled): Pick<Config, 'lis
       port: listenPort,
       headersTimeoutMs: f.listen.headers_timeout_ms,
       requestTimeoutMs: f.listen.request_timeout_ms,
+      keepaliveTimeoutMs: f.listen.keepalive_timeout_ms,
+      maxConnections: f.listen.max_connections,
+      maxConnectionsPerClient: f.listen.max_connections_per_client,
       tls:
         f.listen.tls === undefined
           ? null
@@ -210,6 +213,27 @@ function buildSizeLimits(f: Filled): SizeLimits {
     bufferBytes: sl.buffer_bytes,
     spillBytes: sl.spill_bytes,
     bodyTimeoutMs: sl.body_timeout_ms,
+    clientShare: shareValue(sl.client_share) ?? 1 / 8,
+    clientShareText: String(sl.client_share),
+    minBodyRate: sl.min_body_rate,
+  }
+}
+
+/** The upstream pool and one client's part of it (SPEC §4: 1/8 of the pool by default). */
+function buildUpstream(problems: ConfigProblem[], f: Filled): Config['upstream'] {
+  const u = f.upstream
+  const perClient = u.max_connections_per_client ?? Math.max(1, Math.floor(u.max_connections / 8))
+  if (perClient > u.max_connections)
+    problems.push({
+      field: 'upstream.max_connections_per_client',
+      message: `${perClient} is above upstream.max_connections (${u.max_connections})`,
+    })
+  return {
+    url: u.url,
+    timeoutMs: u.timeout_ms,
+    maxConnections: u.max_connections,
+    maxConnectionsPerClient: perClient,
+    bufferRequestBytes: u.buffer_request_bytes,
   }
 }
 
@@ -284,11 +308,7 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     deployment,
     workers: buildWorkers(problems, f, store),
     ...buildListeners(problems, f),
-    upstream: {
-      url: upstreamUrl,
-      timeoutMs: f.upstream.timeout_ms,
-      maxConnections: f.upstream.max_connections,
-    },
+    upstream: buildUpstream(problems, f),
     store,
     clientIp: { trustedProxies: trusted, ipv6Prefix: f.client_ip.ipv6_prefix },
     rateLimits: {

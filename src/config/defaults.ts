@@ -8,9 +8,22 @@ import { DEFAULT_EXEMPT } from './presets.js'
 export const DEFAULTS = {
   deployment: 'self-hosted',
   workers: 1 as number | 'auto',
-  listen: { host: '0.0.0.0', port: 8080, headers_timeout_ms: 20_000, request_timeout_ms: 300_000 },
+  listen: {
+    host: '0.0.0.0',
+    port: 8080,
+    headers_timeout_ms: 20_000,
+    request_timeout_ms: 300_000,
+    keepalive_timeout_ms: 5_000,
+    max_connections: 'auto' as number | 'auto',
+    max_connections_per_client: 256,
+  },
   admin: { host: '127.0.0.1', port: 9090, token: '' },
-  upstream: { url: 'http://127.0.0.1:8000', timeout_ms: 60_000, max_connections: 256 },
+  upstream: {
+    url: 'http://127.0.0.1:8000',
+    timeout_ms: 60_000,
+    max_connections: 256,
+    buffer_request_bytes: 1_048_576,
+  },
   store: {
     url: '',
     cluster: [] as string[],
@@ -44,6 +57,8 @@ export const DEFAULTS = {
     buffer_bytes: 268_435_456,
     spill_bytes: 1_073_741_824,
     body_timeout_ms: 30_000,
+    client_share: '1/8' as number | string,
+    min_body_rate: 32_768,
   },
   monthly: { timezone: 'UTC', teams: [] as unknown[] },
   server: { version: 'auto' },

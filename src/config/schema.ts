@@ -13,6 +13,30 @@ export const MAX_WORKERS = 64
 export const QUEUED_CLASSES = ['other', 'auth_token', 'account', 'base'] as const
 
 const port = z.number().int().min(0).max(65535)
+const SHARE_ERROR = (iss: { input?: unknown }) =>
+  `${JSON.stringify(iss.input)} is not a share (1/8, or a number above 0 up to 1)`
+/** A part of a whole: `1/8`, or a number above 0 and at most 1. */
+export const share = z.union(
+  [
+    z.number().gt(0).max(1),
+    z
+      .string()
+      .regex(/^\s*[1-9][0-9]*\s*\/\s*[1-9][0-9]*\s*$/)
+      .refine((v) => shareValue(v) !== null),
+  ],
+  { error: SHARE_ERROR }
+)
+
+/** `1/8` → 0.125; a number in (0, 1] as is; null for anything else. */
+export function shareValue(v: number | string): number | null {
+  let x: number
+  if (typeof v === 'number') x = v
+  else {
+    const m = /^\s*([0-9]+)\s*\/\s*([0-9]+)\s*$/.exec(v)
+    x = m === null ? Number.NaN : Number(m[1]) / Number(m[2])
+  }
+  return Number.isFinite(x) && x > 0 && x <= 1 ? x : null
+}
 const positiveInt = z.number().int().min(1)
 const methodName = z
   .string()
@@ -60,6 +84,17 @@ export const limitsFileSchema = z.strictObject({
       port: port.optional(),
       headers_timeout_ms: positiveInt.optional(),
       request_timeout_ms: z.number().int().min(0).optional(),
+      keepalive_timeout_ms: positiveInt.optional(),
+      max_connections: z
+        .union([z.literal('auto'), positiveInt], {
+          error: (iss) =>
+            `${JSON.stringify(iss.input)} is not a connection count (1 or more, or auto)`,
+        })
+        .optional()
+        .describe(
+          "client connections at once; auto: 90 % of the process's open-file limit less the upstream pool and the store"
+        ),
+      max_connections_per_client: positiveInt.optional(),
       tls: z.strictObject({ cert_file: z.string().min(1), key_file: z.string().min(1) }).optional(),
     })
     .optional(),
@@ -75,6 +110,12 @@ export const limitsFileSchema = z.strictObject({
       url: z.string().optional(),
       timeout_ms: positiveInt.optional(),
       max_connections: positiveInt.optional(),
+      max_connections_per_client: positiveInt
+        .optional()
+        .describe(
+          'upstream connections one client IP holds at once (default: 1/8 of max_connections)'
+        ),
+      buffer_request_bytes: z.number().int().min(0).optional(),
     })
     .optional(),
   store: z
@@ -145,6 +186,8 @@ export const limitsFileSchema = z.strictObject({
       buffer_bytes: positiveInt.optional(),
       spill_bytes: positiveInt.optional(),
       body_timeout_ms: z.number().int().min(100).max(3_600_000).optional(),
+      client_share: share.optional(),
+      min_body_rate: z.number().int().min(0).optional(),
     })
     .optional(),
   server: z

@@ -17,6 +17,9 @@ export function configView(config: Config): Record<string, unknown> {
       port: listen.port,
       headers_timeout_ms: listen.headersTimeoutMs,
       request_timeout_ms: listen.requestTimeoutMs,
+      keepalive_timeout_ms: listen.keepaliveTimeoutMs,
+      max_connections: listen.maxConnections,
+      max_connections_per_client: listen.maxConnectionsPerClient,
       tls:
         listen.tls === null
           ? null
@@ -27,6 +30,8 @@ export function configView(config: Config): Record<string, unknown> {
       url: maskUrl(upstream.url),
       timeout_ms: upstream.timeoutMs,
       max_connections: upstream.maxConnections,
+      max_connections_per_client: upstream.maxConnectionsPerClient,
+      buffer_request_bytes: upstream.bufferRequestBytes,
     },
     store: {
       url: maskUrl(store.url),
@@ -89,6 +94,8 @@ function sizeLimitsView(sizeLimits: Config['sizeLimits']) {
     buffer_bytes: sizeLimits.bufferBytes,
     spill_bytes: sizeLimits.spillBytes,
     body_timeout_ms: sizeLimits.bodyTimeoutMs,
+    client_share: sizeLimits.clientShareText,
+    min_body_rate: sizeLimits.minBodyRate,
   }
 }
 

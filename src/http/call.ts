@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js'
 import type { Snapshot } from './snapshot.js'
 import type { HistoryDecision, Match } from '../history/match.js'
 import type { SizeRefusal } from '../size/check.js'
+import type { HeldBound } from '../size/body-buffer.js'
 import type { Classification, Decision, LimiterStore } from '../types.js'
 import type { RateHeaderValues } from './rate-headers.js'
 
@@ -18,13 +19,25 @@ export type Outcome =
   | { kind: 'forwarded'; status: number; upstreamMs: number | null }
   | { kind: 'upstream_error'; status: number; upstreamMs: number | null; error: string }
   | { kind: 'client_aborted'; upstreamMs: number | null }
+  /**
+   * basegate cut a client that took none of its answer for upstream.timeout_ms (nginx's
+   * send_timeout): the status it had begun to get.
+   */
+  | { kind: 'send_timeout'; status: number; upstreamMs: number | null }
   | { kind: 'rate_limited' }
   | { kind: 'monthly_limited' }
   | ({ kind: 'size_refused' } & SizeRefusal)
-  /** A checked body could not be held (a held-body bound, or its temporary file failed): 503, not charged. */
-  | { kind: 'body_unavailable'; message: string }
-  /** SPEC §4: a checked body not received whole within body_timeout_ms: 408. */
-  | { kind: 'body_timeout'; message: string }
+  /**
+   * A checked body could not be held (a held-body bound, or its temporary file failed): 503, not
+   * charged. `bound`: the bound it would have passed (none: the disk failed).
+   */
+  | { kind: 'body_unavailable'; message: string; bound?: HeldBound }
+  /** SPEC §4: a body not received whole within body_timeout_ms, or slower than min_body_rate: 408. */
+  | { kind: 'body_timeout'; message: string; why: 'body_timeout' | 'min_body_rate' }
+  /** SPEC §4: the client's upstream connections were all in use within queue_ms: 503, given back. */
+  | { kind: 'upstream_share' }
+  /** A step of basegate's threw (a bug): 500, and everything the call held freed. */
+  | { kind: 'internal_error' }
   | { kind: 'bad_request'; reason: string }
   | { kind: 'bad_path'; reason: string }
   | { kind: 'store_unavailable' }
@@ -42,6 +55,7 @@ export function statusOf(o: Outcome): number {
     case 'forwarded':
     case 'upstream_error':
     case 'size_refused':
+    case 'send_timeout':
       return o.status
     case 'client_aborted':
       return 0
@@ -55,7 +69,10 @@ export function statusOf(o: Outcome): number {
     case 'store_unavailable':
     case 'body_unavailable':
     case 'shed':
+    case 'upstream_share':
       return 503
+    case 'internal_error':
+      return 500
     case 'gone':
       return 410
     case 'body_timeout':

@@ -4,6 +4,8 @@ import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
 import { connectionTokens, HOP_BY_HOP } from '../request/hop-by-hop.js'
 import { sendJsonError } from './respond.js'
+import { paced, TOO_SLOW } from '../size/body-pace.js'
+import { tooSlowMessage } from '../size/check.js'
 
 // SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,
 // hop-by-hop headers dropped, X-Forwarded-* appended; 502 when the upstream refuses or drops
@@ -27,6 +29,13 @@ export interface ForwardRequest {
   extraHeaders: OutgoingHttpHeaders | null
   /** A body already read (size checks: iterable chunks keep the client's framing); else the request streams through. */
   body?: Buffer | Readable | Iterable<Buffer> | AsyncIterable<Buffer>
+  /**
+   * SPEC §4 min_body_rate (bytes/s; 0: none) for a body that still comes from the client as it
+   * is sent on (the request itself, or what follows a held part): slower ends the call with 408.
+   */
+  minBodyRate?: number
+  /** The body (given, or the request's) still comes from the client: min_body_rate holds it. */
+  paced?: boolean
   /** upstream.timeout_ms of the snapshot the request was admitted under (reload applies at once). */
   timeoutMs: number
   /** SPEC §7: the request's id, sent upstream (in place of the client's) and answered. */
@@ -150,6 +159,19 @@ function answerFailure(
 ): void {
   const { req, res, extraHeaders, upstreamMs, finish, requestId } = f
   const code = (err as { code?: string }).code ?? err.name
+  if (code === TOO_SLOW && !res.headersSent) {
+    // SPEC §4: the rest of the body is left unread, so the connection closes with the answer.
+    res.once('finish', () => req.socket.destroy())
+    const message = tooSlowMessage(f.minBodyRate ?? 0)
+    const bytesOut = sendJsonError(
+      res,
+      408,
+      message,
+      { ...extraHeaders, connection: 'close' },
+      requestId
+    )
+    return finish({ status: 408, upstreamMs, error: code, bytesOut })
+  }
   if (res.headersSent) {
     // The upstream dropped the connection mid-answer (or the client left): the client's
     // connection is closed too, so it cannot take a cut body for a whole one.
@@ -168,6 +190,9 @@ function answerFailure(
   const bytesOut = sendJsonError(res, 502, message, extraHeaders, requestId)
   finish({ status: 502, upstreamMs, error: code, bytesOut })
 }
+
+/** The error of a forward whose client basegate cut (it took none of its answer in time). */
+export const SEND_TIMEOUT = 'SEND_TIMEOUT'
 
 function wentAway(): Error {
   return Object.assign(new Error('the client went away'), { code: 'ECONNRESET' })
@@ -199,12 +224,33 @@ function stopWhenClientLeaves(res: ServerResponse): (abort: (err?: Error) => voi
  * takes none of it for `ms` (the upstream's own idle time) is cut, as nginx's send_timeout
  * does: it would hold the upstream connection for good.
  */
-function resumeOnDrain(res: ServerResponse, resume: () => void, clock: Clock, ms: number): void {
-  const stalled = clock.setTimer(() => res.destroy(), ms)
+function resumeOnDrain(
+  res: ServerResponse,
+  resume: () => void,
+  clock: Clock,
+  ms: number,
+  onCut: () => void
+): void {
+  const stalled = clock.setTimer(() => {
+    onCut()
+    res.destroy()
+  }, ms)
   res.once('drain', () => {
     stalled.cancel()
     resume()
   })
+}
+
+/** What undici sends: the held body, or the request's own, paced where the client still sends it. */
+function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null {
+  const source = f.body ?? (hasBody(f.req) ? f.req : null)
+  const rate = f.minBodyRate ?? 0
+  if (source === null || rate === 0 || f.paced !== true) return source
+  const setTimer = (fn: () => void, ms: number) => {
+    const t = clock.setTimer(fn, ms)
+    return () => t.cancel()
+  }
+  return paced(source as AsyncIterable<Buffer>, rate, setTimer)
 }
 
 export function createForwarder(opts: ForwarderOptions): Forwarder {
@@ -224,10 +270,12 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     let resumeUpstream: () => void = () => {}
     const onConnect = stopWhenClientLeaves(res)
     let finished = false
+    /** basegate cut the client (it took none of its answer in time): said as such, not as a leaver. */
+    let cut = false
     const finish = (r: ForwardResult) => {
       if (finished) return
       finished = true
-      done(r)
+      done(cut ? { ...r, status: res.statusCode, error: SEND_TIMEOUT } : r)
     }
     let bytesOut = 0
     const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, bytesOut, finish })
@@ -244,7 +292,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
           traceparent: f.traceparent,
         }),
         // undici writes any (async) iterable as the body; its types list only streams.
-        body: (f.body ?? (hasBody(req) ? req : null)) as Readable | null,
+        body: bodyOf(f, clock) as Readable | null,
         // undici re-arms this timer on every body chunk it writes, so it runs from the request
         // fully sent to the response headers (SPEC §2 upstream.timeout_ms). Per request, so a
         // reload applies to the next one, as it does for WebSocket upgrades.
@@ -266,7 +314,7 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         onData(chunk: Buffer) {
           bytesOut += chunk.length
           if (res.write(chunk)) return true
-          resumeOnDrain(res, resumeUpstream, clock, f.timeoutMs)
+          resumeOnDrain(res, resumeUpstream, clock, f.timeoutMs, () => (cut = true))
           return false
         },
         onComplete() {

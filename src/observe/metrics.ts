@@ -172,6 +172,12 @@ export class Metrics {
     'Checked bodies held in a temporary file because size_limits.buffer_bytes was in use (SPEC §4)',
     [] as const
   )
+  readonly bodyRefusals = counter(
+    this.registry,
+    'basegate_body_refusals_total',
+    'Calls refused for a held-body bound or a slow body (SPEC §4), by bound: client_share, spill_bytes (memory and disk full), disk (a temporary file failed), body_timeout, min_body_rate',
+    ['bound'] as const
+  )
   /** Read at each scrape: the bytes of checked bodies held now (set by watchHeldBodies). */
   private heldBodies: () => { memory: number; disk: number } = () => ({ memory: 0, disk: 0 })
   readonly bodyBufferedBytes = new Gauge({

@@ -114,12 +114,16 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   body_timeout: 'refused: body not received in time',
   upstream_error: 'upstream error',
   client_aborted: 'client went away',
+  send_timeout: 'cut: the client took none of its answer for upstream.timeout_ms',
   gone: 'refused: removed endpoint',
   shed: 'refused: the server is busy (shed)',
   key_in_flight: 'refused: too many calls of this key in progress',
+  upstream_share: "refused: this client's upstream connections are all in use",
+  internal_error: 'request failed',
 }
 
 const round2 = (ms: number) => Math.round(ms * 100) / 100
+const NO_CHANGES: readonly string[] = []
 
 /** The outcome's own fields for the log line. */
 function outcomeFields(o: Outcome): Record<string, unknown> {
@@ -132,6 +136,7 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
         upstream_error: o.error,
       }
     case 'client_aborted':
+    case 'send_timeout':
       return { upstream_ms: o.upstreamMs === null ? undefined : round2(o.upstreamMs) }
     case 'size_refused':
       return { refused: 'size', size_limit: o.limitName, count: o.count, error_msg: o.message }
@@ -141,8 +146,9 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
     case 'gone':
       return { removed: o.entry, error_msg: o.message }
     case 'body_unavailable':
+      return { error_msg: o.message, bound: o.bound }
     case 'body_timeout':
-      return { error_msg: o.message }
+      return { error_msg: o.message, bound: o.why }
     case 'shed':
       return { waited_ms: round2(o.waitedMs) }
     default:
@@ -210,6 +216,8 @@ function count(f: Finished, deps: CountDeps, httpStatus: number): void {
   if (metrics) {
     metrics.countRequest(cls, o.kind, f.dryRun !== null, httpStatus)
     if (o.kind === 'shed') metrics.sheds.labels(cls).inc()
+    else if (o.kind === 'body_unavailable') metrics.bodyRefusals.labels(o.bound ?? 'disk').inc()
+    else if (o.kind === 'body_timeout') metrics.bodyRefusals.labels(o.why).inc()
     for (const id of f.apiChanges) metrics.countApiChange(id)
     const upstreamMs = 'upstreamMs' in o ? o.upstreamMs : null
     if (upstreamMs !== null) metrics.upstreamDuration.observe(upstreamMs / 1000)
@@ -334,18 +342,18 @@ export function createFinisher(
    * own dry-run unless the caller knows more (a size rule broken in dry-run).
    */
   return function finish(
-    g: GateResult,
+    g: GateResult | null,
     begun: Begun,
     outcome: Outcome,
-    dryRun: DryRun | null = g.kind === 'pass' ? g.dryRun : null
+    dryRun: DryRun | null = g?.kind === 'pass' ? g.dryRun : null
   ): void {
     write({
       begun,
-      path: g.path,
-      admission: g.admission,
+      path: g?.path ?? null,
+      admission: g?.admission ?? null,
       outcome,
       dryRun,
-      apiChanges: g.apiChanges,
+      apiChanges: g?.apiChanges ?? NO_CHANGES,
     })
   }
 }

@@ -76,8 +76,8 @@ export class CallGuard {
 
   /**
    * A slot at the server for the call's class, waited for while `client` stays (its 'close'
-   * cancels the wait). A call that gets none leaves its key's place and is given back before
-   * this settles. Synchronous when a slot is free.
+   * cancels the wait). A call that gets none is given back before this settles. Synchronous
+   * when a slot is free.
    */
   slot(admission: Admission, client: EventEmitter): SlotAnswer | Promise<SlotAnswer> {
     const ticket = this.deps.protector.slot(admission.classification.cls)
@@ -98,25 +98,17 @@ export class CallGuard {
     client.off('close', onClose)
     const waitedMs = this.deps.clock.monotonic() - started
     if (result === 'granted') return { ticket, result, waitedMs }
-    this.leaveKey(admission)
     const back = this.giveBack(admission)
     if (back !== null) await back
     return { ticket, result, waitedMs, givenBack: back !== null }
   }
 
   /**
-   * The call came back from the server (or failed to reach it): its slot and its key's place go,
-   * and under `charge.server_errors: false` a 5xx, 502 or 504 is given back. Returns whether it was.
+   * The call came back from the server (or failed to reach it): under `charge.server_errors:
+   * false` a 5xx, 502 or 504 is given back. Returns whether it was.
    */
-  finished(
-    admission: Admission,
-    ticket: SlotTicket,
-    config: Config,
-    r: { status: number; upstreamMs: number | null }
-  ): boolean {
-    ticket.release(r.upstreamMs)
-    this.leaveKey(admission)
-    if (r.status < 500 || config.charge.serverErrors) return false
+  answered(admission: Admission, config: Config, status: number): boolean {
+    if (status < 500 || config.charge.serverErrors) return false
     return this.giveBack(admission) !== null
   }
 

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js'
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { EventEmitter } from 'node:events'
+import type { IncomingMessage } from 'node:http'
 import type { Gate } from '../http/gate.js'
 import type { Protector } from './protector.js'
 import type { GateResult, Refusal } from '../http/call.js'
@@ -29,7 +30,7 @@ export function delayMsOf(g: Refusal, delayMs: number): number | null {
 }
 
 /** Waits `ms` on the clock; true when the client went away first (then at once). */
-function sleepUnlessClosed(clock: Clock, res: ServerResponse, ms: number): Promise<boolean> {
+function sleepUnlessClosed(clock: Clock, res: EventEmitter, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
     const onClose = () => {
       timer.cancel()
@@ -62,7 +63,7 @@ export function createDelayer(deps: DelayDeps) {
   const { gate, protector, clock } = deps
   return async function delayed(
     req: IncomingMessage,
-    res: ServerResponse,
+    res: EventEmitter,
     g: Refusal,
     waitMs: number,
     onWaited: (ms: number) => void
@@ -82,3 +83,6 @@ export function createDelayer(deps: DelayDeps) {
     return again
   }
 }
+
+/** SPEC §9 delay_ms's waiter, as the request path holds it. */
+export type Delayer = ReturnType<typeof createDelayer>

@@ -3,14 +3,17 @@ import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { BodyPace, type SetTimer } from './body-pace.js'
 
 // SPEC §4: a size-checked body is read whole before anything of the call is sent, as nginx
 // buffers a request body. Its raw bytes wait in memory while the process's budget
 // (size_limits.buffer_bytes) allows; past it they wait in a temporary file, while the bytes in
-// temporary files stay under size_limits.spill_bytes; and one client IP holds at most half of
-// the two. The file is unlinked the moment it is opened (as nginx does with its
-// client_body_temp files), so it is gone on every way out, a SIGKILL included; closing the
-// handle frees its space.
+// temporary files stay under size_limits.spill_bytes. Bytes are counted as they arrive, never
+// reserved by an announced length: a head alone holds nothing. One client IP holds at most its
+// share (size_limits.client_share) of the two, and the last max_body_bytes of buffer_bytes are
+// kept for clients that hold nothing, so a newcomer always finds room for one body. The file is
+// unlinked the moment it is opened (as nginx does with its client_body_temp files), so it is
+// gone on every way out, a SIGKILL included; closing the handle frees its space.
 
 /** This process's bounds on held bodies (its share when workers split the file's values). */
 export interface HeldLimits {
@@ -18,52 +21,30 @@ export interface HeldLimits {
   memoryBytes: number
   /** Bytes in temporary files, all calls together (size_limits.spill_bytes). */
   spillBytes: number
-  /** Bytes one client holds, in memory and on disk (half of the two). */
+  /** Bytes one client holds, in memory and on disk (client_share of the two). */
   clientBytes: number
+  /** The part of memoryBytes only a client that held nothing when its body began may use. */
+  reserveBytes: number
 }
 
 /**
- * The bytes all checked bodies of this process hold at once. Reserved bytes bound what is let
- * in (an announced length is reserved whole at its head); held bytes are what has arrived
- * (the gauges basegate_body_buffered_bytes and basegate_body_spilled_bytes).
+ * The bytes all held bodies of this process hold now, counted as they arrive (the gauges
+ * basegate_body_buffered_bytes and basegate_body_spilled_bytes read them).
  */
 export class BufferBudget {
-  private memoryReserved = 0
-  private diskReserved = 0
-  private readonly clients = new Map<string, number>()
   /** Bytes that arrived and wait in memory now. */
-  heldInMemory = 0
-  /** Bytes that arrived and wait in temporary files now. */
-  heldOnDisk = 0
+  inMemory = 0
+  /** Bytes that arrived and wait in (or are being written to) temporary files now. */
+  onDisk = 0
+  private readonly clients = new Map<string, number>()
 
-  /** Bytes reserved in memory. */
-  get used(): number {
-    return this.memoryReserved
-  }
-  /** Bytes reserved on disk. */
-  get spilled(): number {
-    return this.diskReserved
-  }
   /** Bytes one client holds (memory and disk). */
   heldBy(client: string): number {
     return this.clients.get(client) ?? 0
   }
-  /** Reserves n bytes in memory under `limitBytes`; false when they do not fit. */
-  take(n: number, limitBytes: number): boolean {
-    if (this.memoryReserved + n > limitBytes) return false
-    this.memoryReserved += n
-    return true
-  }
-  give(n: number): void {
-    this.memoryReserved -= n
-  }
-  takeDisk(n: number, limitBytes: number): boolean {
-    if (this.diskReserved + n > limitBytes) return false
-    this.diskReserved += n
-    return true
-  }
-  giveDisk(n: number): void {
-    this.diskReserved -= n
+  /** What one client may still send under its share. */
+  clientRoom(client: string, limits: HeldLimits): number {
+    return Math.max(0, limits.clientBytes - this.heldBy(client))
   }
   takeClient(client: string, n: number, limitBytes: number): boolean {
     const held = this.clients.get(client) ?? 0
@@ -75,6 +56,17 @@ export class BufferBudget {
     const left = (this.clients.get(client) ?? 0) - n
     if (left > 0) this.clients.set(client, left)
     else this.clients.delete(client)
+  }
+  /** Takes n bytes of memory under `limitBytes`; false when they do not fit. */
+  takeMemory(n: number, limitBytes: number): boolean {
+    if (this.inMemory + n > limitBytes) return false
+    this.inMemory += n
+    return true
+  }
+  takeDisk(n: number, limitBytes: number): boolean {
+    if (this.onDisk + n > limitBytes) return false
+    this.onDisk += n
+    return true
   }
 }
 
@@ -92,84 +84,77 @@ export interface HeldBody {
 
 const READ_CHUNK = 64 * 1024
 
-/** Which bound a body would pass: the process's memory and disk together, or its client's half. */
-export type HeldBound = 'spill_bytes' | 'client'
+/**
+ * Which bound a body would pass: its client's share, or the process's memory and disk together
+ * (`memory` for a body that may not spill: an unchecked one read before forwarding).
+ */
+export type HeldBound = 'client_share' | 'spill_bytes' | 'memory'
+
+export interface HolderOptions {
+  /** Never to a temporary file: a chunk that does not fit in memory is refused ('memory'). */
+  memoryOnly?: boolean
+}
 
 class Holder implements HeldBody {
   length = 0
   private mem: Buffer[] = []
-  /** Bytes of `mem` (held in memory now). */
-  private memBytes = 0
   private file: FileHandle | null = null
   /** Set at the first chunk that did not fit in memory: from then on every chunk goes to the file. */
   private spilling = false
   private writing: Promise<unknown> = Promise.resolve()
   private released = false
-  /** This body's reservations in the budget. */
-  private memoryReserved = 0
-  private diskReserved = 0
-  private clientReserved = 0
-  /** An announced length was reserved whole at the head: chunks take nothing more. */
-  private fixed = false
+  /** This body's bytes in the budget's memory count, disk count and its client's count. */
+  private memoryTaken = 0
+  private diskTaken = 0
+  /** The client held nothing when this body began: it may use the kept part of memory. */
+  private readonly fresh: boolean
 
   constructor(
     private readonly budget: BufferBudget,
     private readonly limits: HeldLimits,
     private readonly client: string,
-    private readonly dir: string
-  ) {}
+    private readonly dir: string,
+    private readonly opts: HolderOptions = {}
+  ) {
+    this.fresh = budget.heldBy(client) === 0
+  }
 
   get spilled(): boolean {
     return this.spilling
   }
 
   /**
-   * SPEC §4: an announced length is reserved whole at the head, in memory when it fits, else
-   * on disk; null when it fits, else the bound it would pass (answered 503 before a byte is read).
-   */
-  reserve(length: number): HeldBound | null {
-    if (!this.budget.takeClient(this.client, length, this.limits.clientBytes)) return 'client'
-    this.clientReserved = length
-    if (this.budget.take(length, this.limits.memoryBytes)) this.memoryReserved = length
-    else if (this.budget.takeDisk(length, this.limits.spillBytes)) {
-      this.diskReserved = length
-      this.spilling = true
-    } else {
-      this.budget.giveClient(this.client, length)
-      this.clientReserved = 0
-      return 'spill_bytes'
-    }
-    this.fixed = true
-    return null
-  }
-
-  /**
-   * Takes one chunk: null when it is held in memory, a promise when it waits for the disk (the
-   * reader pauses until then), or the bound it would pass (nothing of it is held).
+   * Takes one chunk as it arrives: null when it is held in memory, a promise when it waits for
+   * the disk (the reader pauses until then), or the bound it would pass (nothing of it is held).
+   * Memory first (less the part kept for newcomers), then the disk, then, for a client that
+   * held nothing, the kept part.
    */
   add(chunk: Buffer): Promise<void> | null | HeldBound {
     const n = chunk.length
-    if (!this.fixed) {
-      if (!this.budget.takeClient(this.client, n, this.limits.clientBytes)) return 'client'
-      this.clientReserved += n
-      if (!this.spilling && this.budget.take(n, this.limits.memoryBytes)) this.memoryReserved += n
-      else if (this.budget.takeDisk(this.memoryReserved + n, this.limits.spillBytes)) {
-        // What waited in memory moves to the file with this chunk.
-        this.diskReserved += this.memoryReserved + n
-        this.budget.give(this.memoryReserved)
-        this.memoryReserved = 0
-        this.spilling = true
-      } else {
-        this.budget.giveClient(this.client, n)
-        this.clientReserved -= n
-        return 'spill_bytes'
-      }
+    const { budget, limits } = this
+    if (!budget.takeClient(this.client, n, limits.clientBytes)) return 'client_share'
+    const shared = limits.memoryBytes - limits.reserveBytes
+    if (!this.spilling && budget.takeMemory(n, shared)) this.memoryTaken += n
+    else if (
+      !this.spilling &&
+      this.opts.memoryOnly !== true &&
+      budget.takeDisk(this.memoryTaken + n, limits.spillBytes)
+    ) {
+      // What waited in memory moves to the file with this chunk.
+      budget.inMemory -= this.memoryTaken
+      this.diskTaken += this.memoryTaken + n
+      this.memoryTaken = 0
+      this.spilling = true
+    } else if (this.spilling && budget.takeDisk(n, limits.spillBytes)) this.diskTaken += n
+    else if (!this.spilling && this.fresh && budget.takeMemory(n, limits.memoryBytes))
+      this.memoryTaken += n
+    else {
+      budget.giveClient(this.client, n)
+      return this.opts.memoryOnly === true ? 'memory' : 'spill_bytes'
     }
     this.length += n
     if (!this.spilling) {
       this.mem.push(chunk)
-      this.memBytes += n
-      this.budget.heldInMemory += n
       return null
     }
     // Writes run one after another; after a failure every later one fails too.
@@ -180,21 +165,12 @@ class Holder implements HeldBody {
         const held = this.mem
         this.mem = []
         for (const c of held) await writeAll(fh, c)
-        this.budget.heldInMemory -= this.memBytes
-        this.budget.heldOnDisk += this.memBytes
-        this.diskBytes += this.memBytes
-        this.memBytes = 0
       }
       await writeAll(fh, chunk)
-      this.budget.heldOnDisk += n
-      this.diskBytes += n
     })
     this.writing = write
     return write
   }
-
-  /** Bytes written to the file (held on disk now). */
-  private diskBytes = 0
 
   /** Every write done (or the first failure). */
   settled(): Promise<unknown> {
@@ -247,21 +223,17 @@ class Holder implements HeldBody {
     return out.length === 1 ? out[0]! : Buffer.concat(out)
   }
 
-  /** Frees the reservations and the memory at once; the file closes when its writes settle. */
+  /** Frees the memory and the counts at once; the file closes when its writes settle. */
   async release(): Promise<void> {
     if (this.released) return
     this.released = true
     const b = this.budget
-    b.give(this.memoryReserved)
-    b.giveDisk(this.diskReserved)
-    b.giveClient(this.client, this.clientReserved)
-    this.memoryReserved = this.diskReserved = this.clientReserved = 0
-    b.heldInMemory -= this.memBytes
-    this.memBytes = 0
+    b.inMemory -= this.memoryTaken
+    b.onDisk -= this.diskTaken
+    b.giveClient(this.client, this.memoryTaken + this.diskTaken)
+    this.memoryTaken = this.diskTaken = 0
     this.mem = []
     await this.writing.catch(() => {})
-    b.heldOnDisk -= this.diskBytes
-    this.diskBytes = 0
     const fh = this.opening === null ? null : await this.opening.catch(() => null)
     await fh?.close().catch(() => {})
   }
@@ -293,8 +265,15 @@ export type BodyRead =
   | { kind: 'too_large'; body: HeldBody }
   /** Holding it would pass a bound: at the head (an announced length) or at the byte that passes it. */
   | { kind: 'full'; bound: HeldBound; atHead: boolean }
+  /**
+   * A read told to stream what it cannot hold (`overflow: 'stream'`) met a bound: what was held,
+   * the chunk that did not fit, and the rest still in the request stream (streamed on).
+   */
+  | { kind: 'unheld'; body: HeldBody; pending?: Buffer }
   /** Not received whole within `timeoutMs`: what was held is freed. */
   | { kind: 'timeout' }
+  /** SPEC §4 min_body_rate: a window of the body carried too few bytes; what was held is freed. */
+  | { kind: 'too_slow' }
   | { kind: 'aborted' }
   /** The temporary file could not be written (disk full, directory not writable). */
   | { kind: 'failed'; error: Error }
@@ -303,34 +282,51 @@ export interface ReadOptions {
   maxBytes: number
   budget: BufferBudget
   limits: HeldLimits
-  /** Who holds the bytes (SPEC §6's client, IPv6 by its prefix): one client holds at most its half. */
+  /** Who holds the bytes (SPEC §6's client, IPv6 by its prefix): one client holds at most its share. */
   client: string
-  /** How long the body may take from now (size_limits.body_timeout_ms less what the head took). */
-  timeoutMs: number
+  /** How long the body may take from now (size_limits.body_timeout_ms less what the head took); null: no bound. */
+  timeoutMs: number | null
+  /** At a bound: refuse the body (a checked one: 503), or stream what cannot be held. */
+  overflow?: 'refuse' | 'stream'
+  /** SPEC §4 size_limits.min_body_rate (bytes per second; 0: no floor). */
+  minBodyRate: number
   /** Where spilled bodies go; the OS's temporary directory by default. */
   dir?: string
+  /** Memory only (an unchecked body read before forwarding): never a temporary file. */
+  memoryOnly?: boolean
   /** Every check the head allows has passed: the body is about to be read (100 Continue). */
   onHeadPassed?: () => void
   /** Sees each chunk before it is held; false stops the read. */
   onChunk?: (chunk: Buffer) => boolean
   /** Sets the body's timer (the injected clock's); returns its cancel. */
-  setTimer: (fn: () => void, ms: number) => () => void
+  setTimer: SetTimer
+}
+
+/** What an announced length decides before a byte is read; null: read on. */
+function headRead(req: IncomingMessage, opts: ReadOptions, holder: Holder): BodyRead | null {
+  const declared = req.headers['content-length']
+  if (declared === undefined) return null
+  const length = Number(declared)
+  if (length > opts.maxBytes) return { kind: 'too_large', body: holder }
+  // SPEC §4: a length past what this client may still hold is refused before a byte is read
+  // (nothing is reserved: a head alone holds nothing).
+  if (length <= opts.budget.clientRoom(opts.client, opts.limits)) return null
+  return opts.overflow === 'stream'
+    ? { kind: 'unheld', body: holder }
+    : { kind: 'full', bound: 'client_share', atHead: true }
 }
 
 /**
  * Reads a request body whole (up to `maxBytes`) into a HeldBody. A declared length over the
- * cap is refused before a byte is read, as is one that would pass a held-body bound; a
- * chunked body stops being read at the cap or at the byte that passes a bound.
+ * cap is refused before a byte is read, as is one past what its client may still hold; every
+ * other bound is met at the byte that passes it (a chunked body stops being read there).
  */
 export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<BodyRead> {
-  const holder = new Holder(opts.budget, opts.limits, opts.client, opts.dir ?? tmpdir())
-  const declared = req.headers['content-length']
-  if (declared !== undefined) {
-    const length = Number(declared)
-    if (length > opts.maxBytes) return Promise.resolve({ kind: 'too_large', body: holder })
-    const bound = holder.reserve(length)
-    if (bound !== null) return Promise.resolve({ kind: 'full', bound, atHead: true })
-  }
+  const holder = new Holder(opts.budget, opts.limits, opts.client, opts.dir ?? tmpdir(), {
+    memoryOnly: opts.memoryOnly,
+  })
+  const atHead = headRead(req, opts, holder)
+  if (atHead !== null) return Promise.resolve(atHead)
   opts.onHeadPassed?.()
   return new Promise((resolve) => {
     let over = false
@@ -339,28 +335,38 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
       if (finished) return
       finished = true
       cancelTimer()
+      pace.stop()
       req.off('data', onData)
       req.off('end', onEnd)
       req.off('error', onError)
       req.off('aborted', onError)
-      if (r.kind !== 'whole' && r.kind !== 'stopped' && r.kind !== 'too_large')
-        void holder.release()
+      const keeps = r.kind === 'whole' || r.kind === 'stopped' || r.kind === 'too_large'
+      if (!keeps && r.kind !== 'unheld') void holder.release()
       resolve(r)
     }
-    const cancelTimer = opts.setTimer(() => {
+    const cancelTimer =
+      opts.timeoutMs === null
+        ? () => {}
+        : opts.setTimer(() => {
+            req.pause()
+            done({ kind: 'timeout' })
+          }, opts.timeoutMs)
+    const pace = new BodyPace(opts.minBodyRate, opts.setTimer, () => {
       req.pause()
-      done({ kind: 'timeout' })
-    }, opts.timeoutMs)
+      done({ kind: 'too_slow' })
+    })
     const fail = (error: Error) => {
       req.pause()
       done({ kind: 'failed', error })
     }
     const onData = (c: Buffer) => {
+      pace.add(c.length)
       if (holder.length + c.length > opts.maxBytes) over = true
       const go = over || opts.onChunk === undefined || opts.onChunk(c)
       const wait = holder.add(c)
       if (typeof wait === 'string') {
         req.pause()
+        if (opts.overflow === 'stream') return done({ kind: 'unheld', body: holder, pending: c })
         return done({ kind: 'full', bound: wait, atHead: false })
       }
       if (!go || over) {
@@ -386,9 +392,17 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
   })
 }
 
-/** The body as received: what was held, then the rest of the request stream (dry-run past the cap). */
-export async function* heldThenRest(body: HeldBody, req: IncomingMessage): AsyncGenerator<Buffer> {
+/**
+ * The body as received: what was held, a chunk read but not held, then the rest of the request
+ * stream (dry-run past the cap; an unchecked body memory could not hold).
+ */
+export async function* heldThenRest(
+  body: HeldBody,
+  req: IncomingMessage,
+  pending?: Buffer
+): AsyncGenerator<Buffer> {
   yield* body.chunks()
+  if (pending !== undefined) yield pending
   req.resume()
   for await (const c of req) yield c as Buffer
 }

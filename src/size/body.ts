@@ -4,6 +4,7 @@ import type { Config } from '../types.js'
 import type { BodyCheck, SizeCheck } from './actions.js'
 import {
   heldThenRest,
+  readHeldBody,
   type BufferBudget,
   type HeldBody,
   type HeldBound,
@@ -12,6 +13,7 @@ import {
 import {
   checkSize,
   listRowsRefusal,
+  tooSlowMessage,
   readFields,
   type SizeContext,
   type SizeRefusal,
@@ -29,13 +31,18 @@ export type SizedBody =
       release: () => void
       /** SPEC §8: of the fields the call asked about, those its JSON body names (null: not JSON). */
       fields?: ReadonlySet<string> | null
+      /**
+       * SPEC §4: the body still comes from the client as it is forwarded (the request streams,
+       * or the rest of it does), so min_body_rate holds it; a body held whole is not paced.
+       */
+      paced: boolean
     }
   | { kind: 'refused'; refusal: SizeRefusal; release: () => void }
   | { kind: 'aborted' }
   /** 503: the body could not be held (a bound, or the disk); nothing is charged for it. */
   | { kind: 'unavailable'; message: string; bound?: HeldBound }
-  /** 408: not received whole within body_timeout_ms; the connection closes. */
-  | { kind: 'timeout'; message: string }
+  /** 408: not received whole within body_timeout_ms, or slower than min_body_rate; the connection closes. */
+  | { kind: 'timeout'; message: string; why: 'body_timeout' | 'min_body_rate' }
 
 export interface SizeDeps {
   budget: BufferBudget
@@ -66,12 +73,21 @@ export interface BodyCall {
   fields?: readonly string[]
 }
 
-/** This process's share of the held-body bounds (SPEC §4), from the snapshot in force. */
+/**
+ * This process's share of the held-body bounds (SPEC §4), from the snapshot in force: one
+ * client's share of the two, and the last max_body_bytes of memory kept for newcomers (whole
+ * in each process: a body is held by one process).
+ */
 export function heldLimitsOf(limits: Config['sizeLimits'], processes: number): HeldLimits {
   const share = Math.max(1, processes)
   const memoryBytes = Math.floor(limits.bufferBytes / share)
   const spillBytes = Math.floor(limits.spillBytes / share)
-  return { memoryBytes, spillBytes, clientBytes: Math.floor((memoryBytes + spillBytes) / 2) }
+  return {
+    memoryBytes,
+    spillBytes,
+    clientBytes: Math.floor((memoryBytes + spillBytes) * limits.clientShare),
+    reserveBytes: Math.min(limits.maxBodyBytes, memoryBytes),
+  }
 }
 
 const NOTHING = () => {}
@@ -81,6 +97,7 @@ export const STREAMED: Extract<SizedBody, { kind: 'forward' }> = Object.freeze({
   body: undefined,
   broken: null,
   release: NOTHING,
+  paced: true,
 }) as Extract<SizedBody, { kind: 'forward' }>
 
 function releaser(deps: SizeDeps, body: HeldBody | null): () => void {
@@ -98,7 +115,7 @@ export function sizedQuery(config: Config, query: string): SizedBody {
   const broken = listRowsRefusal(query, config.sizeLimits.listRows)
   if (broken === null) return STREAMED
   if (config.mode === 'enforce') return { kind: 'refused', refusal: broken, release: NOTHING }
-  return { kind: 'forward', body: undefined, broken, release: NOTHING }
+  return { kind: 'forward', body: undefined, broken, release: NOTHING, paced: true }
 }
 
 /**
@@ -113,10 +130,78 @@ export function sizedBody(
   check: SizeCheck | null,
   at: BodyCall
 ): SizedBody | Promise<SizedBody> {
-  if (check === null)
-    return at.fields === undefined ? STREAMED : bodySized(deps, req, config, null, at)
+  if (check === null) {
+    if (at.fields !== undefined) return bodySized(deps, req, config, null, at)
+    return bufferable(req, config) ? buffered(deps, req, config, at) : STREAMED
+  }
   if (check.counts === 'query') return sizedQuery(config, at.query)
   return bodySized(deps, req, config, check, at)
+}
+
+/**
+ * SPEC §4 upstream.buffer_request_bytes: an unchecked body that announces at most that many
+ * bytes is read before an upstream connection is taken (nginx's proxy_request_buffering), so a
+ * slow sender holds no connection to the server while it sends.
+ */
+function bufferable(req: IncomingMessage, config: Config): boolean {
+  const max = config.upstream.bufferRequestBytes
+  const declared = req.headers['content-length']
+  if (max === 0 || declared === undefined || req.headers['transfer-encoding'] !== undefined)
+    return false
+  const length = Number(declared)
+  return length > 0 && length <= max
+}
+
+/**
+ * The unchecked body read in memory (counted in the held-body budget as a checked one is):
+ * what memory cannot hold is streamed on, paced; one that comes too slowly is a 408.
+ */
+async function buffered(
+  deps: SizeDeps,
+  req: IncomingMessage,
+  config: Config,
+  at: BodyCall
+): Promise<SizedBody> {
+  const limits = config.sizeLimits
+  const read = await readHeldBody(req, {
+    maxBytes: config.upstream.bufferRequestBytes,
+    budget: deps.budget,
+    limits: heldLimitsOf(limits, deps.processes),
+    client: at.client,
+    timeoutMs: null,
+    minBodyRate: limits.minBodyRate,
+    memoryOnly: true,
+    overflow: 'stream',
+    onHeadPassed: at.onHeadPassed,
+    setTimer: deps.setTimer,
+  })
+  const release = (body: HeldBody) => () => void body.release()
+  switch (read.kind) {
+    case 'whole':
+      return {
+        kind: 'forward',
+        body: read.body.chunks(),
+        broken: null,
+        release: release(read.body),
+        paced: false,
+      }
+    case 'unheld':
+    case 'too_large': // a body longer than it announced: the server reads what it announced
+      return {
+        kind: 'forward',
+        body: heldThenRest(read.body, req, read.kind === 'unheld' ? read.pending : undefined),
+        broken: null,
+        release: release(read.body),
+        paced: true,
+      }
+    case 'too_slow':
+      return { kind: 'timeout', message: tooSlowMessage(limits.minBodyRate), why: 'min_body_rate' }
+    case 'aborted':
+      return { kind: 'aborted' }
+    default:
+      // Memory only, no clock bound, no cap it could pass: nothing else can end this read.
+      return { kind: 'aborted' }
+  }
 }
 
 async function bodySized(
@@ -150,9 +235,10 @@ async function bodySized(
     case 'pass': {
       const release = releaser(deps, r.body)
       const { broken, fields } = r
-      if (r.body === null) return { kind: 'forward', body: undefined, broken, release, fields }
-      const body = r.rest ? heldThenRest(r.body, req) : r.body.chunks()
-      return { kind: 'forward', body, broken, release, fields }
+      if (r.body === null)
+        return { kind: 'forward', body: undefined, broken, release, fields, paced: true }
+      const body = r.rest ? heldThenRest(r.body, req, r.pending) : r.body.chunks()
+      return { kind: 'forward', body, broken, release, fields, paced: r.rest }
     }
   }
 }

@@ -8,8 +8,9 @@ import {
   type HeldBody,
   type HeldBound,
   type HeldLimits,
+  type ReadOptions,
 } from './body-buffer.js'
-import { headEncodingRefusal } from './encoding.js'
+import { duplicateBodyHeader, headEncodingRefusal } from './encoding.js'
 import { arrayElement, eachArrayElement, JsonBodyScanner, JsonSyntaxError } from './json-count.js'
 import { formFields, formKindOf } from './form-fields.js'
 import { sqlRowLimit, type SqlLimit } from './sql-limit.js'
@@ -38,13 +39,15 @@ export type SizeResult =
       broken: SizeRefusal | null
       /** readFields: the fields asked about that the body names (null: not a JSON object). */
       fields?: ReadonlySet<string> | null
+      /** With `rest`: a chunk read but not held, sent between the held bytes and the rest. */
+      pending?: Buffer
     }
   | { kind: 'refused'; refusal: SizeRefusal; body: HeldBody | null }
   | { kind: 'aborted' }
   /** The body could not be held (the temporary file failed, or it would pass a bound): 503, not charged. */
   | { kind: 'unavailable'; message: string; bound?: HeldBound }
-  /** SPEC §4 body_timeout_ms: not received whole in time: 408, the connection closes. */
-  | { kind: 'timeout'; message: string }
+  /** SPEC §4 body_timeout_ms or min_body_rate: not received in time: 408, the connection closes. */
+  | { kind: 'timeout'; message: string; why: 'body_timeout' | 'min_body_rate' }
 
 export interface SizeContext {
   limits: SizeLimits
@@ -200,8 +203,10 @@ export async function checkSize(
   req: IncomingMessage,
   ctx: SizeContext
 ): Promise<SizeResult> {
-  // SPEC §4: a body the counters cannot read as the server would is refused from its head.
-  const encoding = headEncodingRefusal(req.headers)
+  // SPEC §4: a body the counters cannot read as the server would is refused from its head:
+  // two of a header that frames or types it (servers disagree on which one counts), a charset,
+  // a content coding.
+  const encoding = duplicateBodyHeader(req.rawHeaders) ?? headEncodingRefusal(req.headers)
   if (encoding !== null) {
     if (ctx.enforce) return { kind: 'refused', refusal: encoding, body: null }
     return { kind: 'pass', body: null, rest: false, broken: encoding }
@@ -252,8 +257,12 @@ export async function readFields(
 ): Promise<SizeResult> {
   const scanner = new JsonBodyScanner({ count: null, capture: fields })
   let json = true
+  // Not a checked body (SPEC §4 gives 503 and body_timeout_ms to those): what cannot be held is
+  // streamed on, and only min_body_rate applies to it, as to any streamed body.
   const read = await readHeldBody(req, {
     ...readOptions(ctx),
+    timeoutMs: null,
+    overflow: 'stream',
     onChunk: (chunk) => {
       if (!json) return true
       try {
@@ -267,6 +276,15 @@ export async function readFields(
   })
   if (read.kind === 'too_large')
     return { kind: 'pass', body: read.body, rest: true, broken: null, fields: null }
+  if (read.kind === 'unheld')
+    return {
+      kind: 'pass',
+      body: read.body,
+      rest: true,
+      broken: null,
+      fields: null,
+      pending: read.pending,
+    }
   if (read.kind !== 'whole' && read.kind !== 'stopped')
     return notWhole(read, { ...ctx, enforce: false })
   let named: ReadonlySet<string> | null = null
@@ -280,13 +298,14 @@ export async function readFields(
   return { kind: 'pass', body: read.body, rest: false, broken: null, fields: named }
 }
 
-function readOptions(ctx: SizeContext) {
+function readOptions(ctx: SizeContext): ReadOptions {
   return {
     maxBytes: ctx.limits.maxBodyBytes,
     budget: ctx.budget,
     limits: ctx.held,
     client: ctx.client,
     timeoutMs: ctx.timeoutMs,
+    minBodyRate: ctx.limits.minBodyRate,
     dir: ctx.tmpDir,
     onHeadPassed: ctx.onHeadPassed,
     setTimer: ctx.setTimer,
@@ -301,6 +320,15 @@ function notWhole(
   switch (read.kind) {
     case 'aborted':
       return read
+    case 'unheld':
+      // Only a read told to stream what it cannot hold ends so (readFields answers it itself).
+      throw new Error('a checked body was read to be streamed')
+    case 'too_slow':
+      return {
+        kind: 'timeout',
+        message: tooSlowMessage(ctx.limits.minBodyRate),
+        why: 'min_body_rate',
+      }
     case 'failed':
       return {
         kind: 'unavailable',
@@ -312,6 +340,7 @@ function notWhole(
       return {
         kind: 'timeout',
         message: `the request body did not arrive whole within body_timeout_ms (${ctx.limits.bodyTimeoutMs} ms)`,
+        why: 'body_timeout',
       }
     case 'too_large': {
       const refusal: SizeRefusal = {
@@ -326,9 +355,14 @@ function notWhole(
 
 /** SPEC §4: which bound a held body would pass, said to the client (its 503's error_msg). */
 function fullMessage(bound: HeldBound): string {
-  return bound === 'client'
-    ? "this client's request bodies waiting for their size check are at their bound (half of size_limits.buffer_bytes + spill_bytes); try again shortly"
-    : 'request bodies waiting for their size check are at their bound (size_limits.spill_bytes); try again shortly'
+  return bound === 'client_share'
+    ? "this client's request bodies waiting for their size check are at their bound (size_limits.client_share of buffer_bytes + spill_bytes); try again shortly"
+    : 'request bodies waiting for their size check are at their bound (size_limits.buffer_bytes + spill_bytes); try again shortly'
+}
+
+/** SPEC §4 min_body_rate, said to the client (its 408's error_msg). */
+export function tooSlowMessage(rate: number): string {
+  return `the request body arrived slower than min_body_rate (${rate} bytes/s over 5 s)`
 }
 
 function codeOf(err: Error): string {

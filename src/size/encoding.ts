@@ -13,6 +13,31 @@ export interface EncodingRefusal {
 
 const READABLE_CHARSETS = new Set(['utf-8', 'us-ascii'])
 
+/** The headers that frame or type a body; servers disagree on which of two counts. */
+const BODY_HEADERS = ['content-type', 'content-encoding', 'content-length', 'transfer-encoding']
+
+/**
+ * SPEC §4: a checked call with more than one Content-Type, Content-Encoding, Content-Length or
+ * Transfer-Encoding header is refused (400 naming it): Node keeps the first Content-Type,
+ * gunicorn and Django the last, so the counters could read another body than the server.
+ */
+export function duplicateBodyHeader(raw: readonly string[]): EncodingRefusal | null {
+  let seen = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (name.length < 12 || name.length > 17) continue
+    const at = BODY_HEADERS.indexOf(name.toLowerCase())
+    if (at === -1) continue
+    if ((seen & (1 << at)) !== 0)
+      return {
+        status: 400,
+        message: `the request has more than one ${['Content-Type', 'Content-Encoding', 'Content-Length', 'Transfer-Encoding'][at]} header; send one`,
+      }
+    seen |= 1 << at
+  }
+  return null
+}
+
 /** One `name=value` parameter of a header (RFC 9110 §5.6.6), value unquoted; names lower-cased. */
 export interface HeaderParam {
   name: string

@@ -74,6 +74,8 @@ describe('ConfigHolder.reload', () => {
       url: 'http://127.0.0.1:8000',
       timeoutMs: 5000,
       maxConnections: 256,
+      maxConnectionsPerClient: 32,
+      bufferRequestBytes: 1_048_576,
     })
     expect(holder.current.config.rateLimits.base[0]!.limit).toBe(9)
   })

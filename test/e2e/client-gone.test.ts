@@ -156,7 +156,9 @@ describe('a client that stays but takes none of its answer', () => {
     })
     expect(closed).toBe(true)
     expect(got).toBeLessThan(big.length)
+    // Issue #39 item 5: basegate cut it, and its line says so (not "client went away").
     const line = await gw.waitForLog((l) => l.path === '/api2/repos/big/')
-    expect(line).toMatchObject({ status: 0 })
+    expect(line).toMatchObject({ status: 200, outcome: 'send_timeout', level: 'warn' })
+    expect(line.msg).toMatch(/took none of its answer/)
   }, 20_000)
 })

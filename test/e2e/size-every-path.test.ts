@@ -347,7 +347,10 @@ describe('the body buffer: past buffer_bytes a body waits in a temporary file', 
 describe('a temporary file that cannot be written', () => {
   it('answers 503 with a clear error_msg and a warn line, never a partial forward', async () => {
     const stub = await startStubUpstream()
-    const g = await startGateway(testYaml(stub.url, 'size_limits: { buffer_bytes: 1000 }'), {
+    // 400 bytes of memory for everyone, 600 kept for newcomers (max_body_bytes): the 500-row
+    // body (about 9 kB, under max_body_bytes) goes past memory to a file that cannot be written.
+    const limits = 'size_limits: { buffer_bytes: 20000, max_body_bytes: 19600 }'
+    const g = await startGateway(testYaml(stub.url, limits), {
       env: { TMPDIR: '/nonexistent/basegate-tmp' },
     })
     try {

@@ -22,14 +22,21 @@ const LIMITS: SizeLimits = {
   bufferBytes: 1_000_000,
   spillBytes: 100_000_000,
   bodyTimeoutMs: 30_000,
+  clientShare: 1 / 8,
+  clientShareText: '1/8',
+  minBodyRate: 0,
 }
 const APPEND = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/rows/`) as BodyCheck
 const SQL = sizeCheckFor('POST', `/api-gateway/api/v2/dtables/${U}/sql`) as BodyCheck
 
 /** A request stream with headers, fed in chunks (as a socket would). */
 function fakeReq(body: string | Buffer, chunk = 4096, headers: Record<string, string> = {}) {
-  const s = new PassThrough() as PassThrough & { headers: Record<string, string> }
+  const s = new PassThrough() as PassThrough & {
+    headers: Record<string, string>
+    rawHeaders: string[]
+  }
   s.headers = headers
+  s.rawHeaders = Object.entries(headers).flat()
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body)
   queueMicrotask(() => {
     for (let i = 0; i < buf.length; i += chunk) s.write(buf.subarray(i, i + chunk))
@@ -44,7 +51,12 @@ function ctx(over: Partial<SizeContext> & { bufferBytes?: number } = {}): SizeCo
   return {
     limits: LIMITS,
     budget: new BufferBudget(),
-    held: { memoryBytes: bufferBytes, spillBytes: 100_000_000, clientBytes: 100_000_000 },
+    held: {
+      memoryBytes: bufferBytes,
+      spillBytes: 100_000_000,
+      clientBytes: 100_000_000,
+      reserveBytes: 0,
+    },
     client: 'ip:127.0.0.1',
     timeoutMs: 30_000,
     enforce: true,
@@ -144,7 +156,7 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
       ctx({ budget, bufferBytes: 100_000, tmpDir: dir })
     )
     expect(small.kind === 'pass' && small.body!.spilled).toBe(false)
-    expect(budget.used).toBeGreaterThan(0)
+    expect(budget.inMemory).toBeGreaterThan(0)
     const body = rows(900)
     const big = await checkSize(
       APPEND,
@@ -159,7 +171,7 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
     expect((await bytesOf(big.body!)).toString()).toBe(body) // read again (a retry) is the same
     await big.body!.release()
     await small.body!.release()
-    expect(budget.used).toBe(0)
+    expect(budget.inMemory).toBe(0)
   })
 
   it('an unwritable directory answers unavailable, never a partial body', async () => {
@@ -182,15 +194,19 @@ describe('checkSize: the body buffer (SPEC §4 buffer_bytes)', () => {
 
   it('a client that goes away mid-body is aborted, and its bytes are given back', async () => {
     const budget = new BufferBudget()
-    const s = new PassThrough() as PassThrough & { headers: Record<string, string> }
+    const s = new PassThrough() as PassThrough & {
+      headers: Record<string, string>
+      rawHeaders: string[]
+    }
     s.headers = {}
+    s.rawHeaders = []
     const p = checkSize(APPEND, s as unknown as IncomingMessage, ctx({ budget }))
     s.write('{"rows":[1,2,3')
     await new Promise((r) => setTimeout(r, 5))
     s.destroy(new Error('aborted'))
     expect((await p).kind).toBe('aborted')
     await new Promise((r) => setTimeout(r, 5))
-    expect(budget.used).toBe(0)
+    expect(budget.inMemory).toBe(0)
   })
 })
 
@@ -248,8 +264,12 @@ describe('checkSize: the held body on the injected clock (issue #32 item 4)', ()
   it('a body not whole within body_timeout_ms times out when the clock says so, its bytes freed', async () => {
     const clock = new FakeClock(0)
     const budget = new BufferBudget()
-    const s = new PassThrough() as PassThrough & { headers: Record<string, string> }
+    const s = new PassThrough() as PassThrough & {
+      headers: Record<string, string>
+      rawHeaders: string[]
+    }
     s.headers = {}
+    s.rawHeaders = []
     const p = checkSize(
       APPEND,
       s as unknown as IncomingMessage,
@@ -266,10 +286,10 @@ describe('checkSize: the held body on the injected clock (issue #32 item 4)', ()
     await new Promise((r) => setTimeout(r, 5))
     clock.advance(4_999)
     await new Promise((r) => setTimeout(r, 5))
-    expect(budget.heldInMemory).toBeGreaterThan(0)
+    expect(budget.inMemory).toBeGreaterThan(0)
     clock.advance(1)
     expect(await p).toMatchObject({ kind: 'timeout' })
-    expect(budget.used).toBe(0)
-    expect(budget.heldInMemory).toBe(0)
+    expect(budget.inMemory).toBe(0)
+    expect(budget.inMemory).toBe(0)
   })
 })

@@ -20,6 +20,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['http'],
   ['config', 'protect'],
   ['observe'],
+  ['spine'],
   ['admin', 'deps.ts', 'websocket.ts'],
   ['app.ts'],
   ['process'],
