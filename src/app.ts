@@ -223,6 +223,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       waitMs: protect.queueMs,
     }
   }, clock)
+  deps.metrics?.watchShares(() => shares.state())
   const flow: Flow = {
     gateDeps,
     clock,

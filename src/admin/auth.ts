@@ -24,6 +24,18 @@ function givenSecret(header: string): string {
   return colon === -1 ? '' : decoded.slice(colon + 1)
 }
 
+/** A read a person opened in a browser (a navigation, or one that takes HTML). */
+function asksBrowser(
+  path: string,
+  method: string,
+  fetchMode: string | undefined,
+  accept: string | undefined
+): boolean {
+  if (path === '/') return true
+  if (method !== 'GET' && method !== 'HEAD') return false
+  return fetchMode === 'navigate' || (accept ?? '').includes('text/html')
+}
+
 /**
  * SPEC §7: with a token set, every admin call but the probes needs it: `Authorization: Bearer
  * <token>`, or Basic with the token as the password (so a browser can open the status page).
@@ -33,9 +45,17 @@ export function bearerAuth(token: () => string): MiddlewareHandler {
     const expected = token()
     if (expected === '' || OPEN_PATHS.has(c.req.path)) return next()
     if (!sameSecret(givenSecret(c.req.header('authorization') ?? ''), expected)) {
-      // The page asks a browser for Basic (one challenge: Chromium does not answer a Basic one
-      // that shares its header with Bearer); the API says Bearer, as before.
-      const challenge = c.req.path === '/' ? 'Basic realm="basegate", charset="UTF-8"' : 'Bearer'
+      // A browser asks for Basic (one challenge: Chromium does not answer a Basic one that
+      // shares its header with Bearer): the page, and any read a person opens (an export's
+      // link, SPEC §5). Tools get Bearer, as before.
+      const challenge = asksBrowser(
+        c.req.path,
+        c.req.method,
+        c.req.header('sec-fetch-mode'),
+        c.req.header('accept')
+      )
+        ? 'Basic realm="basegate", charset="UTF-8"'
+        : 'Bearer'
       return c.json({ error_msg: 'a valid admin bearer token is required' }, 401, {
         'www-authenticate': challenge,
       })

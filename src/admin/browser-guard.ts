@@ -25,6 +25,42 @@ export function crossSiteReason(
   return null
 }
 
+/** The probes answer anyone (SPEC §7), whatever Host they were sent to. */
+const PROBES = new Set(['/healthz', '/readyz'])
+
+/**
+ * A Host header that names this machine's loopback: `localhost` (or a name under it), a
+ * 127.0.0.0/8 address, `[::1]`, with or without a port.
+ */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (host === undefined) return false
+  const h = host.trim().toLowerCase()
+  const name = h.startsWith('[') ? h.slice(0, h.indexOf(']') + 1) : h.replace(/:\d*$/, '')
+  if (name === 'localhost' || name.endsWith('.localhost')) return true
+  if (name === '[::1]') return true
+  return /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(name)
+}
+
+/**
+ * SPEC §7 and issue #39 item 5: a listener without a token answers only calls sent to a
+ * loopback name. A page of another site that rebinds its own DNS name to 127.0.0.1 reaches the
+ * listener with its own name as the Host (DNS rebinding): refused before anything is read.
+ */
+export function hostGuard(token: () => string): MiddlewareHandler {
+  return async (c, next) => {
+    // The Host header, or (a call made in process, which has none) the URL's.
+    const host = c.req.header('host') ?? new URL(c.req.url).host
+    if (token() !== '' || PROBES.has(c.req.path) || isLoopbackHost(host)) return next()
+    return c.json(
+      {
+        error_msg: `the admin listener has no token and answers only loopback host names (localhost, 127.0.0.1, [::1]), not ${JSON.stringify(host)}`,
+      },
+      403,
+      { 'cache-control': 'no-store' }
+    )
+  }
+}
+
 export function browserGuard(): MiddlewareHandler {
   return async (c, next) => {
     const reason = crossSiteReason(c.req.method, {
@@ -41,5 +77,6 @@ export function browserGuard(): MiddlewareHandler {
     }
     await next()
     c.res.headers.set('cache-control', 'no-store')
+    c.res.headers.set('x-content-type-options', 'nosniff')
   }
 }

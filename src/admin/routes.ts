@@ -7,7 +7,7 @@ import type { ConfigProblem, LimiterStore, Logger, OnStoreError, StoreKind } fro
 import { bodyLimit } from 'hono/body-limit'
 import { StoreError } from '../limiter/store-error.js'
 import { bearerAuth } from './auth.js'
-import { browserGuard } from './browser-guard.js'
+import { browserGuard, hostGuard } from './browser-guard.js'
 import { historyRoutes } from './history.js'
 import { MemoryReportStore, type ReportStore } from '../history/report-store.js'
 import { configView } from '../config/view.js'
@@ -98,8 +98,13 @@ function protectRoute(app: Hono, protect: AdminDeps['protect']): void {
 
 /** What every admin call passes first: the browser guard, the token, the body cap. */
 function guards(app: Hono, holder: ConfigHolder): void {
-  // SPEC §7: cross-site state changes refused, and no answer cached, before anything else.
+  // SPEC §7: cross-site state changes refused, and no answer cached, before anything else;
+  // without a token, only calls sent to a loopback name (DNS rebinding).
   app.use('*', browserGuard())
+  app.use(
+    '*',
+    hostGuard(() => holder.current.config.admin.token)
+  )
   app.use(
     '*',
     bearerAuth(() => holder.current.config.admin.token)

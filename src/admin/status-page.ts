@@ -1,15 +1,44 @@
-// SPEC §7: the status page. One document, no asset from outside: it fetches /v1/status (same
-// origin, the same credentials the browser sent for the page) every 5 s and draws it: an inline
-// SVG chart, the team bars, the busiest keys, the protection, the server and the store.
+// SPEC §7: the status page. One document, its script and its style, all served by the admin
+// listener (no asset from outside, and no inline script or style: the page's CSP allows only
+// its own origin's). It fetches /v1/status (same origin, the same credentials the browser sent
+// for the page) every 5 s and draws it: an SVG chart, the team bars, the busiest keys, the
+// protection, the server and the store.
 
-export const STATUS_PAGE = `<!doctype html>
+export const STATUS_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>basegate status</title>
-<style>
-  body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d2330; background: #fafbfc; }
+<link rel="stylesheet" href="/status.css">
+<script src="/status.js" defer></script>
+</head>
+<body>
+<h1>basegate <span id="version" class="muted"></span></h1>
+<div class="muted"><span id="state">loading…</span> · refreshed every 5 s · <span id="updated"></span></div>
+<div id="alerts" role="alert"></div>
+<section class="block">
+  <h2 class="first">Calls per second, last 15 minutes, by class and outcome</h2>
+  <svg id="chart" viewBox="0 0 900 240" preserveAspectRatio="none" width="100%" height="240" role="img" aria-label="calls per second"></svg>
+  <table id="series"><thead><tr><th>class / outcome</th><th class="n">calls (15 min)</th><th class="n">per s now</th></tr></thead><tbody></tbody></table>
+</section>
+<div class="grid">
+  <section class="wide"><h2>Busiest keys (15 min)</h2><table id="busiest"><thead><tr><th>key</th><th class="w">team / override</th><th class="n">calls</th></tr></thead><tbody></tbody></table></section>
+  <section><h2>Refusals and sheds (15 min)</h2><table id="refusals"><tbody></tbody></table></section>
+  <section><h2>Teams this month</h2><div id="teams"></div></section>
+  <section><h2>Server protection</h2><table id="protect"><tbody></tbody></table></section>
+  <section class="wide"><h2>Server and store</h2><table id="server"><tbody></tbody></table><div id="report"></div></section>
+</div>
+<section class="block"><h2 class="first">A base's calls per day</h2>
+  <form id="history-form"><input id="history-base" size="40" placeholder="base UUID" aria-label="base UUID"> <button type="submit">Show this month</button></form>
+  <div id="history" class="muted"></div>
+</section>
+<section class="block"><h2 class="first">Configuration in force (secrets masked)</h2><pre id="config"></pre></section>
+</body>
+</html>
+`
+
+export const STATUS_CSS = `  body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d2330; background: #fafbfc; }
   h1 { font-size: 1.3em; margin: 0 0 .2em; } h2 { font-size: 1.05em; margin: 1.4em 0 .4em; }
   .muted { color: #6b7280; } .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(22em, 1fr)); gap: 1em; }
   section { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: .8em 1em; }
@@ -25,31 +54,10 @@ export const STATUS_PAGE = `<!doctype html>
   #busiest th.n, #busiest td.n { width: 5.5em; } #busiest th.w, #busiest td.w { width: 35%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
   .team { margin-bottom: .5em; } .days { display: block; margin-top: .15em; }
   @media (min-width: 1000px) { .wide { grid-column: span 2; } }
-</style>
-</head>
-<body>
-<h1>basegate <span id="version" class="muted"></span></h1>
-<div class="muted"><span id="state">loading…</span> · refreshed every 5 s · <span id="updated"></span></div>
-<div id="alerts" role="alert"></div>
-<section style="margin-top:1em">
-  <h2 style="margin-top:0">Calls per second, last 15 minutes, by class and outcome</h2>
-  <svg id="chart" viewBox="0 0 900 240" preserveAspectRatio="none" width="100%" height="240" role="img" aria-label="calls per second"></svg>
-  <table id="series"><thead><tr><th>class / outcome</th><th class="n">calls (15 min)</th><th class="n">per s now</th></tr></thead><tbody></tbody></table>
-</section>
-<div class="grid">
-  <section class="wide"><h2>Busiest keys (15 min)</h2><table id="busiest"><thead><tr><th>key</th><th class="w">team / override</th><th class="n">calls</th></tr></thead><tbody></tbody></table></section>
-  <section><h2>Refusals and sheds (15 min)</h2><table id="refusals"><tbody></tbody></table></section>
-  <section><h2>Teams this month</h2><div id="teams"></div></section>
-  <section><h2>Server protection</h2><table id="protect"><tbody></tbody></table></section>
-  <section class="wide"><h2>Server and store</h2><table id="server"><tbody></tbody></table><div id="report"></div></section>
-</div>
-<section style="margin-top:1em"><h2 style="margin-top:0">A base's calls per day</h2>
-  <form id="history-form"><input id="history-base" size="40" placeholder="base UUID" aria-label="base UUID"> <button type="submit">Show this month</button></form>
-  <div id="history" class="muted"></div>
-</section>
-<section style="margin-top:1em"><h2 style="margin-top:0">Configuration in force (secrets masked)</h2><pre id="config"></pre></section>
-<script>
-// One colour per outcome, whatever else is drawn (issue #34): forwarded neutral, refusals amber,
+  section.block { margin-top: 1em; } h2.first { margin-top: 0; }
+`
+
+export const STATUS_JS = `// One colour per outcome, whatever else is drawn (issue #34): forwarded neutral, refusals amber,
 // errors and sheds red. Classes keep their own dash.
 const OUTCOME_COLOR = {
   forwarded: '#64748b', dry_run: '#2563eb', client_aborted: '#cbd5e1',
@@ -252,7 +260,4 @@ $('history-form').addEventListener('submit', async (ev) => {
   } catch (e) { box.appendChild(text('could not read: ' + e.message)); }
 });
 refresh(); setInterval(refresh, 5000);
-</script>
-</body>
-</html>
 `

@@ -10,7 +10,7 @@ import type { ProtectState } from '../protect/protector.js'
 import type { LimiterStore, StoreKind } from '../types.js'
 import type { HistoryDeps } from './history.js'
 import { configView } from '../config/view.js'
-import { STATUS_PAGE } from './status-page.js'
+import { STATUS_CSS, STATUS_HTML, STATUS_JS } from './status-page.js'
 import { monthOf } from './teams.js'
 import { dayBounds, monthBounds, type MonthBounds } from '../quota/month.js'
 import { monthDays } from './usage-history.js'
@@ -232,14 +232,25 @@ function alertsOf(
   return out
 }
 
+/** SPEC §7 (issue #39 item 5): the page's own origin only, never framed, never sniffed. */
+const PAGE_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+}
+
 export function statusRoutes(app: Hono, deps: StatusDeps): void {
   app.get('/v1/status', async (c) => c.json(await statusJson(deps)))
-  // The page draws /v1/status in the browser; no asset comes from anywhere else.
-  app.get('/', (c) =>
-    c.html(STATUS_PAGE, 200, {
-      'content-security-policy':
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
-      'cache-control': 'no-store',
-    })
+  // The page draws /v1/status in the browser; no asset comes from anywhere else, nothing runs
+  // inline, and no other site may frame it (clickjacking a state change).
+  app.get('/', (c) => c.html(STATUS_HTML, 200, PAGE_HEADERS))
+  app.get('/status.js', (c) =>
+    c.body(STATUS_JS, 200, { ...PAGE_HEADERS, 'content-type': 'text/javascript; charset=utf-8' })
+  )
+  app.get('/status.css', (c) =>
+    c.body(STATUS_CSS, 200, { ...PAGE_HEADERS, 'content-type': 'text/css; charset=utf-8' })
   )
 }

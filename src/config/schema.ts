@@ -18,11 +18,11 @@ const SHARE_ERROR = (iss: { input?: unknown }) =>
 /** A part of a whole: `1/8`, or a number above 0 and at most 1. */
 export const share = z.union(
   [
-    z.number().gt(0).max(1),
+    z.number().gt(0, { error: SHARE_ERROR }).max(1, { error: SHARE_ERROR }),
     z
       .string()
-      .regex(/^\s*[1-9][0-9]*\s*\/\s*[1-9][0-9]*\s*$/)
-      .refine((v) => shareValue(v) !== null),
+      .regex(/^\s*[1-9][0-9]*\s*\/\s*[1-9][0-9]*\s*$/, { error: SHARE_ERROR })
+      .refine((v) => shareValue(v) !== null, { error: SHARE_ERROR }),
   ],
   { error: SHARE_ERROR }
 )

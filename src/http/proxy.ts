@@ -3,6 +3,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
 import { connectionTokens, HOP_BY_HOP } from '../request/hop-by-hop.js'
+import { peerAddress } from '../request/client-ip.js'
 import { sendJsonError } from './respond.js'
 import { paced, TOO_SLOW } from '../size/body-pace.js'
 import { tooSlowMessage } from '../size/check.js'
@@ -61,12 +62,6 @@ export interface ForwarderOptions {
   clock?: Clock
 }
 
-/** The client's socket address, `::ffff:` unwrapped (for X-Forwarded-For). */
-export function peerAddress(req: IncomingMessage): string {
-  const a = req.socket.remoteAddress ?? ''
-  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a
-}
-
 /** Request headers for the upstream, as a flat [name, value, …] list (keeps duplicates). */
 export function upstreamRequestHeaders(
   req: IncomingMessage,
@@ -96,7 +91,7 @@ export function upstreamRequestHeaders(
     else out.push(name, value)
   }
   // Appended, never replaced: an untrusted client's list is kept, and our hop goes last.
-  const peer = peerAddress(req)
+  const peer = peerAddress(req.socket.remoteAddress)
   out.push('x-forwarded-for', xff === undefined ? peer : `${xff}, ${peer}`)
   const proto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'
   out.push('x-forwarded-proto', xfp === undefined ? proto : `${xfp}, ${proto}`)
@@ -250,7 +245,7 @@ function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null 
     const t = clock.setTimer(fn, ms)
     return () => t.cancel()
   }
-  return paced(source as AsyncIterable<Buffer>, rate, setTimer)
+  return paced(source as AsyncIterable<Buffer>, rate, setTimer, () => clock.monotonic())
 }
 
 export function createForwarder(opts: ForwarderOptions): Forwarder {

@@ -12,7 +12,8 @@ import {
   type MetricValue,
 } from 'prom-client'
 
-export type RefusalReason = 'rate' | 'monthly' | 'size' | 'dry_run' | 'shed' | 'key_in_flight'
+export type RefusalReason =
+  'rate' | 'monthly' | 'size' | 'dry_run' | 'shed' | 'key_in_flight' | 'upstream_share' | 'body'
 
 /** The refusal an outcome stands for, if any. */
 export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
@@ -21,6 +22,9 @@ export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
   size_refused: 'size',
   shed: 'shed',
   key_in_flight: 'key_in_flight',
+  upstream_share: 'upstream_share',
+  body_unavailable: 'body',
+  body_timeout: 'body',
 }
 
 /** One labelled metric in a registry (a Counter or a Gauge), declared in one line. */
@@ -198,6 +202,45 @@ export class Metrics {
       this.bodySpilledBytes.set(this.heldBodies().disk)
     },
   })
+  readonly connectionsRefused = counter(
+    this.registry,
+    'basegate_connections_refused_total',
+    'Client connections closed at once past a cap (SPEC §4), by cap: max_connections, max_connections_per_client',
+    ['cap'] as const
+  )
+  /** Read at each scrape: the client connections this process counts now. */
+  private openConnections: () => number = () => 0
+  readonly connectionsOpen = new Gauge({
+    name: 'basegate_connections_open',
+    help: 'Client connections open now on the proxy port (bounded by listen.max_connections)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      this.connectionsOpen.set(this.openConnections())
+    },
+  })
+  /** Read at each scrape: this process's upstream shares (SPEC §4). */
+  private shares: () => { in_use: number; waiting: number; busy: number } | null = () => null
+  readonly upstreamInUse = new Gauge({
+    name: 'basegate_upstream_connections_in_use',
+    help: 'Upstream connections held by calls now (bounded by upstream.max_connections per process)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      const s = this.shares()
+      if (s !== null) this.upstreamInUse.set(s.in_use)
+    },
+  })
+  readonly upstreamShareWaiting = new Gauge({
+    name: 'basegate_upstream_share_waiting',
+    help: "Calls waiting for one of their client's own upstream connections now",
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      const s = this.shares()
+      if (s !== null) this.upstreamShareWaiting.set(s.waiting)
+    },
+  })
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',
@@ -319,6 +362,16 @@ export class Metrics {
   /** Where the held-body gauges are read from (the size room's budget). */
   watchHeldBodies(held: () => { memory: number; disk: number }): void {
     this.heldBodies = held
+  }
+
+  /** Where basegate_connections_open is read from (the proxy port's caps). */
+  watchConnections(open: () => number): void {
+    this.openConnections = open
+  }
+
+  /** Where the upstream share gauges are read from (the gateway's shares). */
+  watchShares(state: () => { in_use: number; waiting: number; busy: number }): void {
+    this.shares = state
   }
 
   watchLeases(held: () => number): void {

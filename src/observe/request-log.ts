@@ -5,6 +5,7 @@ import type { DryRun, Outcome, GateResult, Admission } from '../http/call.js'
 import { statusOf } from '../http/call.js'
 import type { Logger } from './log.js'
 import { maskPathTokens } from '../request/path-tokens.js'
+import { peerAddress } from '../request/client-ip.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
@@ -78,8 +79,7 @@ export function userAgentOf(req: IncomingMessage): string | undefined {
 
 /** The socket's peer, `::ffff:` unwrapped. */
 export function peerOf(req: IncomingMessage): string {
-  const peer = req.socket.remoteAddress ?? ''
-  return peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer
+  return peerAddress(req.socket.remoteAddress)
 }
 
 /** The body's declared length, where there is one. */

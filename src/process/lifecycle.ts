@@ -4,6 +4,7 @@ import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { basename, dirname } from 'node:path'
 import { maskUrl } from '../mask-url.js'
+import { connectionCaps, openFileLimit } from './connection-caps.js'
 import { askServerInfo } from '../history/server-version.js'
 import type { Core } from './core.js'
 
@@ -86,6 +87,8 @@ export function logListening(
       deployment: config.deployment,
       mode: config.mode,
       workers,
+      // SPEC §4: what one process lets in (auto worked out from its open-file limit).
+      connections: connectionCaps(config, workers, openFileLimit()),
     },
     'listening'
   )

@@ -2,6 +2,8 @@ import { every, sleep, type Clock } from '../clock.js'
 import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import { ConnectionCaps, connectionCaps, openFileLimit } from './connection-caps.js'
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https'
 import { createGateway, type Gateway } from '../app.js'
 import { UpgradeRecorder } from '../history/report-store.js'
@@ -42,9 +44,13 @@ function tlsFiles(tls: NonNullable<Config['listen']['tls']>): { cert: Buffer; ke
   return { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) }
 }
 
-/** Slowloris: a request head (and a whole request) must arrive in time. */
-function createProxyServer(config: Config, gateway: Gateway): Server {
-  const { headersTimeoutMs, requestTimeoutMs } = config.listen
+/**
+ * Slowloris: a request head (and a whole request) must arrive in time; an idle keep-alive
+ * connection closes after listen.keepalive_timeout_ms; a connection past a cap is answered 503
+ * (SPEC §4) before anything else reads it.
+ */
+function createProxyServer(config: Config, gateway: Gateway, caps: ConnectionCaps): Server {
+  const { headersTimeoutMs, requestTimeoutMs, keepaliveTimeoutMs } = config.listen
   // Node checks these timers only every connectionsCheckingInterval (30 s by default): check
   // often enough that the limits mean what they say.
   const tightest = Math.min(headersTimeoutMs, requestTimeoutMs || Infinity)
@@ -54,16 +60,25 @@ function createProxyServer(config: Config, gateway: Gateway): Server {
     connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
   }
   const tls = config.listen.tls
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    if (caps.isRefused(req.socket)) return caps.answer(req, res)
+    gateway.handleRequest(req, res)
+  }
   // listen.tls: HTTPS on the proxy port (the files were read and checked at load).
   const proxy: Server =
     tls === null
-      ? createServer(options, gateway.handleRequest)
-      : (createTlsServer({ ...options, ...tlsFiles(tls) }, gateway.handleRequest) as Server)
-  proxy.on('upgrade', gateway.handleUpgrade)
+      ? createServer(options, onRequest)
+      : (createTlsServer({ ...options, ...tlsFiles(tls) }, onRequest) as Server)
+  // Node reads this from the server, not from createServer's options.
+  proxy.keepAliveTimeout = keepaliveTimeoutMs
+  proxy.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (caps.isRefused(socket)) return caps.answerRaw(socket)
+    gateway.handleUpgrade(req, socket, head)
+  })
   // SPEC §4: 100 Continue only after the head's checks (the request path sends it).
   proxy.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     holdContinue(req, res)
-    gateway.handleRequest(req, res)
+    onRequest(req, res)
   })
   proxy.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Malformed requests (smuggling attempts, oversized headers) and too-slow clients never
@@ -140,9 +155,19 @@ export function createProxy(core: Core): Proxy {
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
     processes: resolveWorkers(config.workers),
   })
-  const server = createProxyServer(config, gateway)
+  const processes = resolveWorkers(config.workers)
+  const nofile = openFileLimit()
+  const caps = new ConnectionCaps({
+    caps: () => connectionCaps(core.holder.current.config, processes, nofile),
+    snapshot: () => core.holder.current,
+    clock: core.runtime.clock,
+    logger: core.logger,
+    metrics: core.metrics,
+  })
+  const server = createProxyServer(config, gateway, caps)
   const connections = new Set<Socket>()
   server.on('connection', (socket: Socket) => {
+    caps.admit(socket)
     connections.add(socket)
     socket.once('close', () => connections.delete(socket))
   })

@@ -3,10 +3,12 @@ import type { Clock, Timer } from '../clock.js'
 
 // SPEC §4 "The upstream pool": one client IP holds at most its share of this process's
 // connections to the server at once; its calls past that wait for one of its own, never for
-// another client's. The last `perClient` connections of the pool are kept for clients that
-// hold none, so however many addresses hold what they may, a newcomer finds one (as the held
-// body budget keeps room for a newcomer's body). nginx's limit_conn and Envoy's per-downstream
-// connection limits bound the same thing.
+// another client's. A call whose body still comes from its client as it is forwarded (a long or
+// unannounced upload) holds its connection for as long as the client dawdles (down to
+// min_body_rate); every other call holds one only for the server's time. So the last quarter of
+// the pool (at least one client's share) is kept for calls that stream no body: however many
+// addresses drip what uploads they may, the others' calls find a connection. nginx's limit_conn
+// and Envoy's per-downstream connection limits bound the same thing.
 
 /** How a wait for an upstream connection ended. */
 export type ShareWait = 'granted' | 'busy' | 'cancelled'
@@ -22,6 +24,7 @@ export interface ShareLimits {
 
 interface Waiter {
   client: string
+  streamed: boolean
   settle: (r: ShareWait) => void
   timer: Timer | null
   done: boolean
@@ -34,6 +37,11 @@ export interface ShareState {
   /** Clients holding as many as they may now. */
   clients_at_share: number
   busy: number
+}
+
+/** Connections only calls that stream no body may take: a quarter, at least one client's share. */
+export function keptOf(l: ShareLimits): number {
+  return Math.min(l.total - 1, Math.max(l.perClient, Math.floor(l.total / 4)))
 }
 
 export class UpstreamShares {
@@ -49,11 +57,10 @@ export class UpstreamShares {
     private readonly clock: Clock
   ) {}
 
-  private may(client: string, l: ShareLimits): boolean {
+  private may(client: string, streamed: boolean, l: ShareLimits): boolean {
     const own = this.held.get(client) ?? 0
     if (own >= l.perClient) return false
-    const kept = Math.min(l.perClient, l.total - 1)
-    return this.inUse < l.total - kept || (own === 0 && this.inUse < l.total)
+    return this.inUse < (streamed ? l.total - keptOf(l) : l.total)
   }
 
   private grant(client: string): void {
@@ -62,13 +69,14 @@ export class UpstreamShares {
   }
 
   /**
-   * A connection for a call of `client`: 'granted' at once when one is free to it, else a wait
-   * (until one of its own frees, or the pool has room) of at most `waitMs`, cancelled when
-   * `gone` closes. A granted share is given back with give().
+   * A connection for a call of `client` (`streamed`: its body still comes from the client):
+   * 'granted' at once when one is free to it, else a wait (until one of its own frees, or the
+   * pool has room) of at most `waitMs`, cancelled when `gone` closes. A granted share is given
+   * back with give().
    */
-  take(client: string, gone: EventEmitter): 'granted' | Promise<ShareWait> {
+  take(client: string, streamed: boolean, gone: EventEmitter): 'granted' | Promise<ShareWait> {
     const l = this.limits()
-    if (this.may(client, l)) {
+    if (this.may(client, streamed, l)) {
       this.grant(client)
       return 'granted'
     }
@@ -77,7 +85,7 @@ export class UpstreamShares {
       return Promise.resolve('busy')
     }
     return new Promise<ShareWait>((resolve) => {
-      const w: Waiter = { client, settle: () => {}, timer: null, done: false }
+      const w: Waiter = { client, streamed, settle: () => {}, timer: null, done: false }
       const onClose = () => w.settle('cancelled')
       w.settle = (r) => {
         if (w.done) return
@@ -118,7 +126,7 @@ export class UpstreamShares {
     for (let i = 0; i < this.waiters.length; i++) {
       const w = this.waiters[i]!
       if (w.done) continue
-      if (this.may(w.client, l)) {
+      if (this.may(w.client, w.streamed, l)) {
         this.grant(w.client)
         w.settle('granted')
         continue

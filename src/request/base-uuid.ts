@@ -59,10 +59,18 @@ export function baseUuidOfPath(path: string): string | null {
 
 /** Base UUIDs a configuration names, in their canonical form; problems name the entry. */
 export function uuids(problems: ConfigProblem[], field: string, list: readonly string[]): string[] {
+  // One base written twice (in two spellings: hyphens, case) is a slip, not a plan (issue #39).
+  const seen = new Map<string, number>()
   return list.map((b, j) => {
     const uuid = parseUuid(b)
     if (uuid === null)
       problems.push({ field: `${field}[${j}]`, message: `${JSON.stringify(b)} is not a base UUID` })
+    else if (seen.has(uuid))
+      problems.push({
+        field: `${field}[${j}]`,
+        message: `${JSON.stringify(b)} is the base of ${field}[${seen.get(uuid)}] again`,
+      })
+    else seen.set(uuid, j)
     return uuid ?? b
   })
 }

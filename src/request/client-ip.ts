@@ -41,6 +41,22 @@ function parse(text: string): Addr | null {
   return ipaddr.process(t)
 }
 
+/**
+ * An address written by someone else (an X-Forwarded-For hop), read as strictly as a
+ * configuration's: `010.9.9.9`, `0x0a.0.0.1`, `10.1` and zone ids are not addresses (ipaddr.js
+ * would read them as 8.9.9.9, 10.0.0.1, 10.0.0.1 and keep the zone); null for those.
+ */
+function parseStrict(text: string): Addr | null {
+  const t = text.trim()
+  return isStrictAddress(t) ? ipaddr.process(t) : null
+}
+
+/** A socket's peer address as SPEC §6 reads it: `::ffff:a.b.c.d` is `a.b.c.d` (one place for it). */
+export function peerAddress(remote: string | undefined): string {
+  const a = remote ?? ''
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a
+}
+
 function parseCidr(text: string): Cidr {
   if (text.includes('/')) {
     const [addr, bits] = ipaddr.parseCIDR(text)
@@ -117,6 +133,8 @@ export function firstCidrList(lists: readonly (readonly string[])[]): (ip: strin
 export interface ClientIpResolver {
   /** The client's address, as text (IPv4 dotted, IPv6 compact). */
   clientIp(peer: string | undefined, xff: string | string[] | undefined): string
+  /** Whether a socket's peer is one of client_ip.trusted_proxies (its connections carry many clients). */
+  isTrusted(peer: string | undefined): boolean
   /** The key that counts this client: the address, or its IPv6 /prefix. */
   keyOf(ip: string): string
 }
@@ -130,8 +148,8 @@ export function createClientIpResolver(opts: ClientIpOptions): ClientIpResolver 
   function clientIp(peerText: string | undefined, xff: string | string[] | undefined): string {
     // Hot path: no trusted proxies, so the peer is the client; skip the full parse.
     if (!hasTrusted && peerText !== undefined) {
-      if (peerText.startsWith('::ffff:') && peerText.includes('.')) return peerText.slice(7)
-      if (!peerText.includes(':')) return peerText
+      const peer = peerAddress(peerText)
+      if (!peer.includes(':')) return peer
     }
     const peer = peerText === undefined ? null : parse(peerText)
     if (peer === null) return peerText ?? 'unknown'
@@ -141,7 +159,7 @@ export function createClientIpResolver(opts: ClientIpOptions): ClientIpResolver 
     const hops = (Array.isArray(xff) ? xff.join(',') : xff).split(',')
     let nearest: Addr = peer
     for (let i = hops.length - 1; i >= 0; i--) {
-      const hop = parse(hops[i]!)
+      const hop = parseStrict(hops[i]!)
       // A hop that is not an address was written by something we cannot vouch for: the last
       // address we could vouch for is the client.
       if (hop === null) return nearest.toString()
@@ -165,7 +183,13 @@ export function createClientIpResolver(opts: ClientIpOptions): ClientIpResolver 
     return `${ipaddr.fromByteArray(bytes).toString()}/${keep}`
   }
 
-  return { clientIp, keyOf }
+  function isTrusted(peerText: string | undefined): boolean {
+    if (!hasTrusted || peerText === undefined) return false
+    const peer = parse(peerText)
+    return peer !== null && trusted(peer)
+  }
+
+  return { clientIp, keyOf, isTrusted }
 }
 
 /** Every entry of a CIDR list a configuration names, checked strictly; problems name the entry. */
@@ -180,6 +204,27 @@ export function checkCidrs(
         field: `${field}[${i}]`,
         message: `${JSON.stringify(cidr)} is not an IP address or CIDR`,
       })
+      return
     }
+    const network = networkOf(cidr)
+    if (network !== null)
+      problems.push({
+        field: `${field}[${i}]`,
+        message: `${JSON.stringify(cidr)} has bits set past its prefix: write its network, ${network}`,
+      })
   })
+}
+
+/** The network a CIDR with host bits set names (`1.2.3.4/8` → `1.0.0.0/8`); null when it has none. */
+function networkOf(cidr: string): string | null {
+  const slash = cidr.indexOf('/')
+  if (slash === -1) return null
+  const [addr, bits] = ipaddr.parseCIDR(cidr)
+  const bytes = addr.toByteArray()
+  const masked = bytes.map((b, i) => {
+    const left = bits - i * 8
+    return left >= 8 ? b : left <= 0 ? 0 : b & ((0xff << (8 - left)) & 0xff)
+  })
+  if (masked.every((b, i) => b === bytes[i])) return null
+  return `${ipaddr.fromByteArray(masked).toString()}/${bits}`
 }

@@ -14,14 +14,14 @@ export type SetTimer = (fn: () => void, ms: number) => () => void
 
 /** Watches one body's bytes; calls `onSlow` once when a window carried too few. */
 export class BodyPace {
-  /** Bytes of each of the last PACE_WINDOW_S whole seconds (a ring), and the current one. */
-  private readonly ring = new Array<number>(PACE_WINDOW_S).fill(0)
-  /** Seconds in which the reader, not the client, held the body back (never judged). */
-  private readonly excused = new Array<boolean>(PACE_WINDOW_S).fill(false)
-  /** The reader holds the body back now (the server reads slowly): the client is not judged. */
-  private held = false
+  /** Bytes of each of the last PACE_WINDOW_S whole seconds (a ring), the current one included. */
+  private readonly bytes = new Array<number>(PACE_WINDOW_S).fill(0)
+  /** Milliseconds of each of those seconds in which the reader held the body back. */
+  private readonly heldMs = new Array<number>(PACE_WINDOW_S).fill(0)
   /** Whole seconds since the body began. */
   private elapsed = 0
+  /** When the reader began holding the body back (null: it is asking for more). */
+  private heldSince: number | null = null
   private cancelTimer: () => void = () => {}
   private stopped = false
 
@@ -29,23 +29,30 @@ export class BodyPace {
     /** Bytes per second; 0 watches nothing. */
     private readonly rate: number,
     private readonly setTimer: SetTimer,
-    private readonly onSlow: () => void
+    private readonly onSlow: () => void,
+    /** The clock's monotonic milliseconds (only a reader that holds the body back needs it). */
+    private readonly now: () => number = () => 0
   ) {
     if (rate > 0) this.arm()
   }
 
   /** Bytes that arrived now. */
   add(n: number): void {
-    this.ring[this.elapsed % PACE_WINDOW_S]! += n
+    this.bytes[this.elapsed % PACE_WINDOW_S]! += n
   }
 
   /**
    * The reader stops (true) or starts (false) taking the body: a streamed body waits for the
-   * server to take it, and a client is never judged for the seconds its reader held it back.
+   * server to take it, and a client is asked for bytes only for the time its reader asked.
    */
   hold(held: boolean): void {
-    this.held = held
-    if (held) this.excused[this.elapsed % PACE_WINDOW_S] = true
+    if (held) {
+      this.heldSince ??= this.now()
+      return
+    }
+    if (this.heldSince === null) return
+    this.heldMs[this.elapsed % PACE_WINDOW_S]! += this.now() - this.heldSince
+    this.heldSince = null
   }
 
   /** The body is whole (or ended otherwise): nothing more is watched. */
@@ -60,20 +67,32 @@ export class BodyPace {
 
   private tick(): void {
     if (this.stopped) return
+    if (this.heldSince !== null) {
+      // Still held: this second's share of it counts here, the rest in the next one.
+      const now = this.now()
+      this.heldMs[this.elapsed % PACE_WINDOW_S]! += now - this.heldSince
+      this.heldSince = now
+    }
     this.elapsed++
-    // The window of the last PACE_WINDOW_S whole seconds, once it lies wholly after the grace.
-    if (this.elapsed >= PACE_GRACE_S + PACE_WINDOW_S && !this.excused.includes(true)) {
-      let sum = 0
-      for (const n of this.ring) sum += n
-      if (sum < this.rate * PACE_WINDOW_S) {
+    // The window of the last PACE_WINDOW_S whole seconds, once it lies wholly after the grace:
+    // the bytes the client owed for the time the reader was asking for them.
+    if (this.elapsed >= PACE_GRACE_S + PACE_WINDOW_S) {
+      let sent = 0
+      let held = 0
+      for (let i = 0; i < PACE_WINDOW_S; i++) {
+        sent += this.bytes[i]!
+        held += this.heldMs[i]!
+      }
+      const askedMs = Math.max(0, PACE_WINDOW_S * 1000 - held)
+      if (sent < (this.rate * askedMs) / 1000) {
         this.stopped = true
         this.onSlow()
         return
       }
     }
     const next = this.elapsed % PACE_WINDOW_S
-    this.ring[next] = 0
-    this.excused[next] = this.held
+    this.bytes[next] = 0
+    this.heldMs[next] = 0
     this.arm()
   }
 }
@@ -84,18 +103,22 @@ export const TOO_SLOW = 'BODY_TOO_SLOW'
 /**
  * A streamed body held to `rate`: the bytes pass through as the reader takes them; a window
  * that carried too few ends the stream with an error coded TOO_SLOW (the upstream call fails
- * with it, and the caller answers 408). Seconds the reader spent not asking are never judged.
+ * with it, and the caller answers 408). The time the reader spent not asking is not counted.
  */
 export async function* paced(
   source: AsyncIterable<Buffer>,
   rate: number,
-  setTimer: SetTimer
+  setTimer: SetTimer,
+  now: () => number
 ): AsyncGenerator<Buffer> {
   let fail: (err: Error) => void = () => {}
   const tooSlow = new Promise<never>((_, reject) => (fail = reject))
   tooSlow.catch(() => {})
-  const pace = new BodyPace(rate, setTimer, () =>
-    fail(Object.assign(new Error('the request body came too slowly'), { code: TOO_SLOW }))
+  const pace = new BodyPace(
+    rate,
+    setTimer,
+    () => fail(Object.assign(new Error('the request body came too slowly'), { code: TOO_SLOW })),
+    now
   )
   const it = source[Symbol.asyncIterator]()
   try {

@@ -36,6 +36,10 @@ export interface Reading {
   hashComment: boolean
   /** `[…]` quotes an identifier (SQL Server, SQLite); elsewhere `[` is an operator. */
   bracketIdents: boolean
+  /** `$$…$$` and `$tag$…$tag$` are strings (PostgreSQL); elsewhere `$` is part of a word. */
+  dollarQuotes: boolean
+  /** `q'[…]'` (also `Q`, `nq`, any delimiter) is a string (Oracle); elsewhere `q` is a word. */
+  qQuotes: boolean
 }
 
 const BASE_READING: Reading = {
@@ -45,7 +49,15 @@ const BASE_READING: Reading = {
   crEndsComment: false,
   hashComment: true,
   bracketIdents: false,
+  dollarQuotes: false,
+  qQuotes: false,
 }
+
+/** A PostgreSQL dollar quote's opening delimiter at the start of `text` (`$$`, `$tag$`). */
+const DOLLAR_OPEN = /^\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/
+/** Where a dollar quote or an Oracle q-quote may begin (at a word's start). */
+const DOLLAR_ANYWHERE = /(?:^|[^A-Za-z0-9_$])\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$/
+const Q_ANYWHERE = /(?:^|[^A-Za-z0-9_$])[nN]?[qQ]'/
 
 /**
  * The readings worth trying for `sql`: a flag flips only when the text has the characters
@@ -59,6 +71,8 @@ export function readingsOf(sql: string): Reading[] {
   if (sql.includes('\r')) flips.push((r) => ({ ...r, crEndsComment: true }))
   if (sql.includes('#')) flips.push((r) => ({ ...r, hashComment: false }))
   if (sql.includes('[')) flips.push((r) => ({ ...r, bracketIdents: true }))
+  if (DOLLAR_ANYWHERE.test(sql)) flips.push((r) => ({ ...r, dollarQuotes: true }))
+  if (Q_ANYWHERE.test(sql)) flips.push((r) => ({ ...r, qQuotes: true }))
   let out = [BASE_READING]
   for (const flip of flips) out = out.flatMap((r) => [r, flip(r)])
   return out
@@ -149,6 +163,15 @@ export function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] {
     } else if (c === 0x3f) {
       out.push({ t: 'param', index: params++, rawIndex: rawParamsBefore(sql, i) })
       i++
+    } else if (c === 0x24 && reading.dollarQuotes && DOLLAR_OPEN.test(sql.slice(i, i + 66))) {
+      // PostgreSQL: `$tag$ … $tag$` is a string, whatever it holds (a `'`, a LIMIT).
+      const tag = DOLLAR_OPEN.exec(sql.slice(i, i + 66))![0]
+      const end = sql.indexOf(tag, i + tag.length)
+      i = end === -1 ? n : end + tag.length
+      out.push({ t: 'str' })
+    } else if (reading.qQuotes && qQuoteAt(sql, i) !== -1) {
+      i = qQuoteAt(sql, i)
+      out.push({ t: 'str' })
     } else if (isWord(c)) {
       let j = i + 1
       while (j < n && isWord(sql.charCodeAt(j))) j++
@@ -160,6 +183,22 @@ export function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] {
     }
   }
   return root
+}
+
+const Q_CLOSE: Record<string, string> = { '[': ']', '(': ')', '{': '}', '<': '>' }
+
+/**
+ * Oracle's alternative quoting at `i` (`q'[…]'`, `Q'{…}'`, `nq'!…!'`): the index past its end,
+ * or -1 when no q-quote starts there.
+ */
+function qQuoteAt(sql: string, i: number): number {
+  let j = i
+  if (sql[j] === 'n' || sql[j] === 'N') j++
+  if ((sql[j] !== 'q' && sql[j] !== 'Q') || sql[j + 1] !== "'" || j + 2 >= sql.length) return -1
+  const open = sql[j + 2]!
+  const close = (Q_CLOSE[open] ?? open) + "'"
+  const end = sql.indexOf(close, j + 3)
+  return end === -1 ? sql.length : end + 2
 }
 
 /** Every `?` of the text before `at`, in strings and comments too. */

@@ -251,10 +251,11 @@ function bodyRead<C extends Passed & HttpArrived>(
  * SPEC §4: one of the client's own upstream connections (its share of the pool; the last part
  * of the pool is kept for clients that hold none). None within protect.queue_ms: 503, given back.
  */
-export function poolStep<C extends Bodied>(call: C, flow: Flow): Next<C> {
+export function poolStep<C extends Bodied & HttpArrived>(call: C, flow: Flow): Next<C> {
   const { admission, snapshot } = call.gate
   const client = snapshot.clientIp.keyOf(admission.clientIp)
-  const share = flow.shares.take(client, call.reply.client)
+  const streamed = call.body.paced && hasBody(call.req.headers)
+  const share = flow.shares.take(client, streamed, call.reply.client)
   if (share === 'granted') {
     call.held.share = client
     return call

@@ -6,6 +6,7 @@ import type { LimiterStore } from '../../src/types.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { Metrics } from '../../src/observe/metrics.js'
 import { MemoryChangeStore } from '../../src/config/changes.js'
+import { StatusRecorder } from '../../src/observe/status-recorder.js'
 
 // createAdminApp through Hono's app.request(), as Hono's own middleware tests do.
 
@@ -160,5 +161,105 @@ describe('the month’s pace (issue #33, the status page)', () => {
     expect(paceOf(700, 1000, m, now, 'UTC')).toEqual({ projected: 1500, runs_out: '2026-11-21' })
     expect(paceOf(300, 1000, m, now, 'UTC')).toEqual({ projected: 643, runs_out: null })
     expect(paceOf(1000, 1000, m, now, 'UTC').runs_out).toBeNull() // used up already: the bar says so
+  })
+})
+
+describe('the admin listener against browsers and rebinding (issue #39 item 5)', () => {
+  const open = () => {
+    const r = parseConfig('upstream: { url: "http://127.0.0.1:8000" }', {})
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    const mem = new MemoryStore()
+    return createAdminApp({
+      holder: new ConfigHolder('unused.yaml', r.config, {}),
+      store: mem,
+      changes: new MemoryChangeStore(),
+      metrics: new Metrics(),
+      reload: async () => ({ ok: true }),
+    })
+  }
+
+  it.each([
+    ['127.0.0.1:9090', 200],
+    ['localhost:9090', 200],
+    ['[::1]:9090', 200],
+    ['127.1.2.3', 200],
+    ['evil.example:9090', 403],
+    ['127.0.0.1.evil.example', 403],
+    ['localhost.evil.example', 403],
+  ])('without a token, Host %s → %i (DNS rebinding)', async (host, status) => {
+    const r = await open().request('/v1/config', { headers: { host } })
+    expect(r.status).toBe(status)
+    if (status === 403) expect((await r.json()).error_msg).toMatch(/loopback host names/)
+  })
+
+  it('the probes answer any Host; with a token any Host is let through to the token check', async () => {
+    expect((await open().request('/healthz', { headers: { host: 'evil.example' } })).status).toBe(
+      200
+    )
+    expect(
+      (await app().request('/v1/config', { headers: { host: 'evil.example', ...auth } })).status
+    ).toBe(200)
+  })
+
+  it('a read a browser opens is challenged with Basic, a tool with Bearer', async () => {
+    const nav = await app().request('/v1/usage/export', {
+      headers: { 'sec-fetch-mode': 'navigate', accept: 'text/html' },
+    })
+    expect(nav.status).toBe(401)
+    expect(nav.headers.get('www-authenticate')).toMatch(/^Basic realm="basegate"/)
+    const tool = await app().request('/v1/config')
+    expect(tool.headers.get('www-authenticate')).toBe('Bearer')
+    // Basic with the token as its password reads as Bearer does.
+    const basic = `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}`
+    expect((await app().request('/v1/config', { headers: { authorization: basic } })).status).toBe(
+      200
+    )
+  })
+
+  it('the status page runs nothing inline, cannot be framed, and its script and style come from its origin', async () => {
+    const r = parseConfig('upstream: { url: "http://127.0.0.1:8000" }', {})
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    const recorder = new StatusRecorder()
+    const a = createAdminApp({
+      holder: new ConfigHolder('unused.yaml', r.config, {}),
+      store: new MemoryStore(),
+      changes: new MemoryChangeStore(),
+      metrics: new Metrics(),
+      reload: async () => ({ ok: true }),
+      status: { counts: async () => recorder.counts(Date.now()), version: 'test', startedMs: 0 },
+    })
+    const page = await a.request('/')
+    const csp = page.headers.get('content-security-policy')!
+    expect(csp).toContain("script-src 'self'")
+    expect(csp).not.toContain('unsafe-inline')
+    expect(csp).toContain("frame-ancestors 'none'")
+    expect(page.headers.get('x-frame-options')).toBe('DENY')
+    expect(page.headers.get('x-content-type-options')).toBe('nosniff')
+    const html = await page.text()
+    expect(html).not.toMatch(/<script>|style="/)
+    expect(html).toContain('<script src="/status.js" defer></script>')
+    const js = await a.request('/status.js')
+    expect(js.headers.get('content-type')).toMatch(/^text\/javascript/)
+    expect(await js.text()).toContain('function draw(')
+    expect((await a.request('/status.css')).headers.get('content-type')).toMatch(/^text\/css/)
+  })
+
+  it('a store password given as ?password= is masked in /v1/config', async () => {
+    const r = parseConfig(
+      'store: { url: "redis://127.0.0.1:6379/0?password=hunter2&db=0" }\nupstream: { url: "http://127.0.0.1:8000/?token=abc" }',
+      {}
+    )
+    if (!r.ok) throw new Error(JSON.stringify(r.problems))
+    const a = createAdminApp({
+      holder: new ConfigHolder('unused.yaml', r.config, {}),
+      store: new MemoryStore(),
+      changes: new MemoryChangeStore(),
+      metrics: new Metrics(),
+      reload: async () => ({ ok: true }),
+    })
+    const text = await (await a.request('/v1/config')).text()
+    expect(text).not.toContain('hunter2')
+    expect(text).not.toContain('abc')
+    expect(text).toContain('password=****')
   })
 })

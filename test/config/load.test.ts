@@ -488,6 +488,49 @@ client_ip: { trusted_proxies: ["fe80::1%lo"] }`
   })
 })
 
+describe('slow and idle clients, and slips in lists (issue #39)', () => {
+  it('reads the connection, pool and body bounds; refuses what cannot be meant, naming the field', () => {
+    const ok = parseConfig(
+      'listen: { max_connections: 500, max_connections_per_client: 20, keepalive_timeout_ms: 2000 }\nupstream: { max_connections: 64, max_connections_per_client: 4, buffer_request_bytes: 0 }\nsize_limits: { client_share: 0.25, min_body_rate: 0 }'
+    )
+    if (!ok.ok) throw new Error(JSON.stringify(ok.problems))
+    expect(ok.config.listen).toMatchObject({
+      maxConnections: 500,
+      maxConnectionsPerClient: 20,
+      keepaliveTimeoutMs: 2000,
+    })
+    expect(ok.config.upstream).toMatchObject({ maxConnectionsPerClient: 4, bufferRequestBytes: 0 })
+    expect(ok.config.sizeLimits).toMatchObject({ clientShare: 0.25, minBodyRate: 0 })
+    // 1/8 of the pool by default.
+    const dflt = parseConfig('upstream: { max_connections: 100 }')
+    expect(dflt.ok && dflt.config.upstream.maxConnectionsPerClient).toBe(12)
+    expect(
+      lines(
+        'listen: { max_connections: 0, max_connections_per_client: -1 }\nupstream: { max_connections: 8, max_connections_per_client: 9 }\nsize_limits: { client_share: 3/2, min_body_rate: -5 }'
+      )
+    ).toEqual([
+      'listen.max_connections: must be at least 1, got 0',
+      'listen.max_connections_per_client: must be at least 1, got -1',
+      'size_limits.client_share: "3/2" is not a share (1/8, or a number above 0 up to 1)',
+      'size_limits.min_body_rate: must be at least 0, got -5',
+      'upstream.max_connections_per_client: 9 is above upstream.max_connections (8)',
+    ])
+  })
+
+  it('a CIDR with bits set past its prefix, and one base named twice in two spellings', () => {
+    expect(
+      lines(`overrides:
+  - { name: a, clients: [1.2.3.4/8, "2001:db8::1/32", 10.0.0.0/8], bases: [6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10, 6F1C2A4E0D3B4C599A513E2D7C8B9A10], limits: { base: 5/min } }
+client_ip: { trusted_proxies: [192.168.1.7/24] }`)
+    ).toEqual([
+      'client_ip.trusted_proxies[0]: "192.168.1.7/24" has bits set past its prefix: write its network, 192.168.1.0/24',
+      'overrides[0].bases[1]: "6F1C2A4E0D3B4C599A513E2D7C8B9A10" is the base of overrides[0].bases[0] again',
+      'overrides[0].clients[0]: "1.2.3.4/8" has bits set past its prefix: write its network, 1.0.0.0/8',
+      'overrides[0].clients[1]: "2001:db8::1/32" has bits set past its prefix: write its network, 2001:db8::/32',
+    ])
+  })
+})
+
 describe('values an operator did not choose (issue #34 item 8)', () => {
   const up = 'upstream: { url: "http://10.0.0.5:8000" }\n'
   it('a shipped variable set in the environment that this file does not read is a warning naming its setting', () => {

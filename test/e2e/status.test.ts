@@ -51,7 +51,7 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     })
     expect(ok.status).toBe(200)
     expect(ok.headers['content-type']).toMatch(/text\/html/)
-    expect(ok.body).toContain('/v1/status')
+    expect(ok.body).toContain('/status.js')
     // No asset from outside: nothing but this origin.
     expect(ok.body).not.toMatch(/(src|href)="https?:/)
     expect(ok.headers['content-security-policy']).toContain("default-src 'none'")

@@ -24,6 +24,14 @@ describe('clientIp (SPEC §6)', () => {
     ['10.1.1.1', 'garbage, 10.2.2.2', '10.2.2.2'],
     ['203.0.113.5', '198.51.100.7', '203.0.113.5'],
     ['fd00::1', '2001:db8::5', '2001:db8::5'],
+    // Issue #39 item 5: a hop is read as strictly as a configuration's CIDRs. `010.9.9.9` is not
+    // 8.9.9.9, `0x0a.0.0.1` not 10.0.0.1, `10.1` not 10.0.0.1, a zone id is not an address:
+    // each ends the walk, and the last address basegate could vouch for is the client.
+    ['10.1.1.1', '010.9.9.9', '10.1.1.1'],
+    ['10.1.1.1', '0x0a.0.0.1, 10.2.2.2', '10.2.2.2'],
+    ['10.1.1.1', '10.1', '10.1.1.1'],
+    ['fd00::1', 'fe80::1%eth0', 'fd00::1'],
+    ['10.1.1.1', ' 198.51.100.7 ', '198.51.100.7'],
   ])('peer %s with XFF %s → %s', (peer, xff, expected) => {
     expect(behindLb.clientIp(peer, xff)).toBe(expected)
   })

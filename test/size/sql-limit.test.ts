@@ -45,6 +45,15 @@ describe("sqlRowLimit: counts the top-level LIMIT of the service's SQL", () => {
     ['SELECT * FROM T WHERE a = 1 # x\nLIMIT 50000', 50000],
     ['SELECT a # b FROM T LIMIT 50000', 50000],
     ['SELECT * FROM T LIMIT 10 UNION SELECT * FROM U LIMIT 50000', 50000],
+    // Issue #39 item 5: PostgreSQL's dollar quotes and Oracle's q-quotes are strings where they
+    // are read so: a quote character inside them must not swallow the LIMIT that follows.
+    ["SELECT * FROM T WHERE a = $$ ' $$ LIMIT 50000", 50000],
+    ["SELECT * FROM T WHERE a = $x$ it's $x$ LIMIT 50000", 50000],
+    ["SELECT * FROM T WHERE a = q'[ it's ]' LIMIT 50000", 50000],
+    ["SELECT * FROM T WHERE a = Q'{ ' }' LIMIT 50000", 50000],
+    ["SELECT * FROM T WHERE a = nq'! ' !' LIMIT 50000", 50000],
+    // ... and their insides are text where they are strings: the larger reading still counts.
+    ['SELECT * FROM T WHERE a = $$ LIMIT 1 $$ LIMIT 50000', 50000],
   ])('%s → %d', (sql, n) => {
     expect(sqlRowLimit(sql, undefined)).toEqual({ kind: 'count', count: n })
   })

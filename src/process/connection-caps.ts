@@ -1,0 +1,164 @@
+import { readFileSync } from 'node:fs'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { Socket } from 'node:net'
+import type { Clock } from '../clock.js'
+import type { Snapshot } from '../http/snapshot.js'
+import { jsonError } from '../http/respond.js'
+import type { Logger } from '../observe/log.js'
+import type { Metrics } from '../observe/metrics.js'
+import { peerAddress } from '../request/client-ip.js'
+import type { Config } from '../types.js'
+
+// SPEC §4 "Connections": at most listen.max_connections client connections at once, and at
+// most listen.max_connections_per_client from one client IP (a trusted proxy's connections
+// carry many clients: only the total caps them). A connection past either is closed at once;
+// when its head arrives within 1 s it is answered 503 with retry-after first, so a client
+// sees why (nginx's limit_conn answers 503 too). HAProxy's maxconn and Envoy's overload
+// manager bound the same thing: a process out of file descriptors drops everyone.
+
+/** How long a connection past a cap may take to send its head before it is closed unanswered. */
+export const REFUSED_HEAD_MS = 1_000
+/** A client past a cap is logged at most once in this. */
+const LOG_EVERY_MS = 60_000
+/** Clients remembered for that (then forgotten at once: a log line more, never memory). */
+const LOG_MEMORY = 10_000
+
+export const CONNECTION_MESSAGE =
+  'too many connections are open (listen.max_connections or listen.max_connections_per_client); try again shortly'
+
+export type ConnectionCap = 'max_connections' | 'max_connections_per_client'
+
+/** The soft limit on open files of this process (Linux: /proc/self/limits); null when unknown. */
+export function openFileLimit(
+  read: () => string = () => readFileSync('/proc/self/limits', 'utf8')
+): number | null {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(read())
+    if (m === null) return null
+    return m[1] === 'unlimited' ? null : Number(m[1])
+  } catch {
+    return null
+  }
+}
+
+/** File descriptors the store may use: a command connection and a subscriber per node, and spares. */
+function storeConnections(store: Config['store']): number {
+  if (store.cluster.length > 0) return 4 * Math.max(3, store.cluster.length) + 8
+  return store.url === '' ? 0 : 8
+}
+
+/**
+ * This process's caps (SPEC §4): `auto` is 90 % of the open-file limit less the upstream pool
+ * and the store's connections; with workers each takes its share of both numbers (the primary
+ * hands connections round robin, so one client's spread over the workers).
+ */
+export function connectionCaps(
+  config: Config,
+  processes: number,
+  nofile: number | null
+): { total: number; perClient: number } {
+  const n = Math.max(1, processes)
+  const { maxConnections, maxConnectionsPerClient } = config.listen
+  let total: number
+  if (maxConnections === 'auto') {
+    const files = nofile ?? 1024
+    const own =
+      Math.floor(files * 0.9) - config.upstream.maxConnections - storeConnections(config.store)
+    total = Math.max(16, own)
+  } else total = Math.max(1, Math.ceil(maxConnections / n))
+  return { total, perClient: Math.max(1, Math.ceil(maxConnectionsPerClient / n)) }
+}
+
+export interface CapDeps {
+  caps: () => { total: number; perClient: number }
+  snapshot: () => Snapshot
+  clock: Clock
+  logger: Logger
+  metrics?: Metrics
+}
+
+export class ConnectionCaps {
+  private open = 0
+  private readonly byClient = new Map<string, number>()
+  private readonly refused = new WeakSet<Duplex>()
+  private readonly logged = new Map<string, number>()
+
+  constructor(private readonly deps: CapDeps) {
+    deps.metrics?.watchConnections(() => this.open)
+  }
+
+  /** Connections counted now (refused ones are not). */
+  get count(): number {
+    return this.open
+  }
+
+  /** A new client connection: counted until it closes, or refused (closed within REFUSED_HEAD_MS). */
+  admit(socket: Socket): void {
+    const peer = peerAddress(socket.remoteAddress)
+    const { clientIp } = this.deps.snapshot()
+    const key = clientIp.isTrusted(peer) ? null : clientIp.keyOf(peer)
+    const caps = this.deps.caps()
+    const held = key === null ? 0 : (this.byClient.get(key) ?? 0)
+    const cap: ConnectionCap | null =
+      this.open >= caps.total
+        ? 'max_connections'
+        : held >= caps.perClient
+          ? 'max_connections_per_client'
+          : null
+    if (cap !== null) return this.refuse(socket, cap, key ?? peer)
+    this.open++
+    if (key !== null) this.byClient.set(key, held + 1)
+    socket.once('close', () => {
+      this.open--
+      if (key === null) return
+      const n = this.byClient.get(key) ?? 1
+      if (n <= 1) this.byClient.delete(key)
+      else this.byClient.set(key, n - 1)
+    })
+  }
+
+  private refuse(socket: Socket, cap: ConnectionCap, client: string): void {
+    this.refused.add(socket)
+    this.deps.metrics?.connectionsRefused.labels(cap).inc()
+    const timer = this.deps.clock.setTimer(() => socket.destroy(), REFUSED_HEAD_MS)
+    socket.once('close', () => timer.cancel())
+    const now = this.deps.clock.monotonic()
+    const last = this.logged.get(client)
+    if (last !== undefined && now - last < LOG_EVERY_MS) return
+    if (this.logged.size >= LOG_MEMORY) this.logged.clear()
+    this.logged.set(client, now)
+    const caps = this.deps.caps()
+    this.deps.logger.warn(
+      { client, cap, limit: cap === 'max_connections' ? caps.total : caps.perClient },
+      'a connection past a cap was closed (logged once a minute per client)'
+    )
+  }
+
+  /** Whether the connection was refused: its request gets the 503 and the connection closes. */
+  isRefused(socket: Duplex): boolean {
+    return this.refused.has(socket)
+  }
+
+  /** The 503 of a refused connection's request, then the connection closes. */
+  answer(req: IncomingMessage, res: ServerResponse): void {
+    const { headers, body } = jsonError(CONNECTION_MESSAGE, {
+      'retry-after': '1',
+      connection: 'close',
+    })
+    res.writeHead(503, headers)
+    res.end(body, () => req.socket.destroy())
+  }
+
+  /** The same for an upgrade's raw socket. */
+  answerRaw(socket: Duplex): void {
+    const { headers, body } = jsonError(CONNECTION_MESSAGE, {
+      'retry-after': '1',
+      connection: 'close',
+    })
+    let head = 'HTTP/1.1 503 Service Unavailable\r\n'
+    for (const [k, v] of Object.entries(headers)) head += `${k}: ${String(v)}\r\n`
+    if (!socket.writable) return void socket.destroy()
+    socket.end(head + '\r\n' + body, () => socket.destroy())
+  }
+}

@@ -1,0 +1,323 @@
+import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http'
+import { connect, type Socket } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
+import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+
+// Issue #39 items 2-4 (SPEC §4 "Slow and idle clients never take what others need"): each
+// attack of the issue scaled down, against the real process, loopback addresses telling the
+// clients apart (127.0.0.2 the attacker, .3 and .4 the others).
+
+const yaml = (upstream: string, extra: string) =>
+  `listen: { host: 127.0.0.1, port: 0 }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${upstream}", max_connections: 16 }\n${extra}\n`
+
+/** A GET from `localAddress`: its status and how long it took (0 when it failed). */
+function timedGet(
+  port: number,
+  path: string,
+  localAddress: string
+): Promise<{ status: number; ms: number; retryAfter?: string; body: string }> {
+  const started = performance.now()
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path, localAddress, agent: false }, (res) => {
+      let body = ''
+      res.on('data', (c) => (body += c))
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode!,
+          ms: performance.now() - started,
+          retryAfter: res.headers['retry-after'] as string | undefined,
+          body,
+        })
+      )
+    })
+    req.on('error', () => resolve({ status: 0, ms: performance.now() - started, body: '' }))
+    req.end()
+  })
+}
+
+interface Drip {
+  req: ClientRequest
+  answer: Promise<{ status: number; body: string; atMs: number }>
+  stop(): void
+}
+
+/** An upload that sends `bytes` every `everyMs` (chunked, or within an announced length). */
+function drip(
+  port: number,
+  path: string,
+  localAddress: string,
+  opts: { everyMs: number; bytes: number; length?: number }
+): Drip {
+  const started = performance.now()
+  const headers: Record<string, string | number> = { 'content-type': 'application/octet-stream' }
+  if (opts.length !== undefined) headers['content-length'] = opts.length
+  else headers['transfer-encoding'] = 'chunked'
+  const req = request({
+    host: '127.0.0.1',
+    port,
+    path,
+    method: 'POST',
+    localAddress,
+    agent: false,
+    headers,
+  })
+  const timer = setInterval(() => {
+    if (!req.destroyed) req.write(Buffer.alloc(opts.bytes, 'x'))
+  }, opts.everyMs)
+  const answer = new Promise<{ status: number; body: string; atMs: number }>((resolve) => {
+    req.on('response', (res) => {
+      let body = ''
+      res.on('data', (c) => (body += c))
+      res.on('end', () =>
+        resolve({ status: res.statusCode!, body, atMs: performance.now() - started })
+      )
+      res.on('error', () =>
+        resolve({ status: res.statusCode!, body, atMs: performance.now() - started })
+      )
+    })
+    req.on('error', () => resolve({ status: 0, body: '', atMs: performance.now() - started }))
+  })
+  void answer.then(() => clearInterval(timer))
+  req.flushHeaders()
+  return {
+    req,
+    answer,
+    stop: () => {
+      clearInterval(timer)
+      req.destroy()
+    },
+  }
+}
+
+async function metric(gw: GatewayProcess, name: string): Promise<number> {
+  const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
+  const line = text.split('\n').find((l) => l.startsWith(name + ' '))
+  return line === undefined ? 0 : Number(line.slice(name.length + 1))
+}
+
+const until = async (cond: () => Promise<boolean> | boolean, ms = 5000) => {
+  const end = Date.now() + ms
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time')
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  /** Upstream calls open now, by the client address basegate forwarded. */
+  const open = new Map<string, number>()
+  let mostFromAttacker = 0
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    up.handle((req: IncomingMessage, res: ServerResponse) => {
+      const from = String(req.headers['x-forwarded-for']).split(',').pop()!.trim()
+      open.set(from, (open.get(from) ?? 0) + 1)
+      if (from === '127.0.0.2') mostFromAttacker = Math.max(mostFromAttacker, open.get(from)!)
+      let done = false
+      const finish = () => {
+        if (done) return
+        done = true
+        open.set(from, open.get(from)! - 1)
+      }
+      req.on('data', () => {})
+      req.on('end', () => {
+        finish()
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end('{"ok":true}')
+      })
+      req.on('close', finish)
+    })
+    gw = await startGateway(
+      yaml(
+        up.url,
+        'size_limits: { min_body_rate: 1000 }\nprotect: { queue_ms: 300 }\nrate_limits: { account: unlimited }'
+      )
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('40 drips from one address hold 2 of 16 upstream connections; another client’s GET is answered at once; the drips end with 503 or 408', async () => {
+    // 16 upstream connections, 2 (1/8) per client: the drips past the attacker's own 2 wait for
+    // them (queue_ms 300), never for another client's.
+    const drips = Array.from({ length: 40 }, (_, i) =>
+      drip(gw.port, `/api/v2.1/dtable-asset/upload/${i}`, '127.0.0.2', { everyMs: 500, bytes: 1 })
+    )
+    await until(() => (open.get('127.0.0.2') ?? 0) >= 2)
+    await new Promise((r) => setTimeout(r, 400))
+    const victim = await timedGet(gw.port, '/api/v2.1/user/', '127.0.0.3')
+    expect(victim.status).toBe(200)
+    expect(victim.ms).toBeLessThan(2000)
+    expect(mostFromAttacker).toBe(2)
+    // The ones that found no share of their own within queue_ms: 503 with retry-after, given back.
+    const refused = (await Promise.all(drips.map((d) => d.answer))).filter((a) => a.status === 503)
+    expect(refused.length).toBeGreaterThanOrEqual(30)
+    expect(JSON.parse(refused[0]!.body).error_msg).toMatch(/max_connections_per_client/)
+    // Those that held a connection dripped below min_body_rate: 408 after the first 10 s, and
+    // their upstream connections were freed.
+    const slow = (await Promise.all(drips.map((d) => d.answer))).filter((a) => a.status === 408)
+    expect(slow.length).toBeGreaterThanOrEqual(1)
+    for (const s of slow) {
+      expect(s.atMs).toBeGreaterThan(9_000)
+      expect(JSON.parse(s.body).error_msg).toMatch(/min_body_rate \(1000 bytes\/s/)
+    }
+    await until(() => (open.get('127.0.0.2') ?? 0) === 0)
+    expect(await metric(gw, 'basegate_upstream_connections_in_use')).toBe(0)
+    for (const d of drips) d.stop()
+  }, 30_000)
+
+  it('a small unchecked body is read before a connection is taken: a drip of it reaches nothing and gets 408', async () => {
+    const d = drip(gw.port, '/api/v2.1/dtable-asset/upload/small', '127.0.0.4', {
+      everyMs: 1000,
+      bytes: 1,
+      length: 500,
+    })
+    await new Promise((r) => setTimeout(r, 1500))
+    expect(open.get('127.0.0.4') ?? 0).toBe(0)
+    const a = await d.answer
+    expect(a.status).toBe(408)
+    expect(up.seen.some((s) => s.url.endsWith('/upload/small'))).toBe(false)
+  }, 30_000)
+})
+
+describe('connections are capped, per client and in all (issue #39 item 3)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    gw = await startGateway(
+      `listen: { host: 127.0.0.1, port: 0, max_connections_per_client: 10, max_connections: 30, keepalive_timeout_ms: 400 }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${up.url}" }\nclient_ip: { trusted_proxies: [127.0.0.9] }\n`
+    )
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  const openIdle = (n: number, localAddress: string): Promise<Socket[]> =>
+    Promise.all(
+      Array.from(
+        { length: n },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const s = connect({ host: '127.0.0.1', port: gw.port, localAddress })
+            s.on('error', () => {})
+            s.resume() // a paused socket never sees its end
+            s.once('connect', () => resolve(s))
+          })
+      )
+    )
+  const closedWithin = (s: Socket, ms: number) =>
+    new Promise<boolean>((resolve) => {
+      if (s.destroyed) return resolve(true)
+      s.once('close', () => resolve(true))
+      setTimeout(() => resolve(false), ms)
+    })
+
+  it('idle connections past the per-client cap are closed within 1 s; another client is served; a head on one gets 503', async () => {
+    const idle = await openIdle(25, '127.0.0.2')
+    const closed = await Promise.all(idle.map((s) => closedWithin(s, 1500)))
+    // 10 are counted and stay; the 15 past the cap were closed within REFUSED_HEAD_MS.
+    expect(closed.filter(Boolean).length).toBe(15)
+    const held = idle.filter((s) => !s.destroyed)
+    expect(held.length).toBe(10)
+    // A connection past the cap that sends its head at once gets the 503 and is closed.
+    const past = await openIdle(1, '127.0.0.2')
+    const answer = await new Promise<string>((resolve) => {
+      let seen = ''
+      past[0]!.on('data', (d) => (seen += d.toString('latin1')))
+      past[0]!.on('close', () => resolve(seen))
+      past[0]!.write('GET /api/v2.1/user/ HTTP/1.1\r\nhost: x\r\n\r\n')
+    })
+    expect(answer).toMatch(/^HTTP\/1\.1 503 /)
+    expect(answer.toLowerCase()).toContain('retry-after: 1')
+    expect(answer).toContain('max_connections_per_client')
+    const other = await timedGet(gw.port, '/api/v2.1/user/', '127.0.0.3')
+    expect(other.status).toBe(200)
+    for (const s of held) s.destroy()
+    expect(
+      await metric(gw, 'basegate_connections_refused_total{cap="max_connections_per_client"}')
+    ).toBeGreaterThanOrEqual(16)
+    // Logged at most once a minute per client.
+    const lines = gw.logs.filter((l) => String(l.msg).startsWith('a connection past a cap'))
+    expect(lines.length).toBe(1)
+    expect(lines[0]).toMatchObject({
+      client: '127.0.0.2',
+      cap: 'max_connections_per_client',
+      limit: 10,
+      level: 'warn',
+    })
+  })
+
+  it('an idle keep-alive connection is closed after keepalive_timeout_ms', async () => {
+    const [s] = await openIdle(1, '127.0.0.4')
+    s!.write('GET /api/v2.1/user/ HTTP/1.1\r\nhost: x\r\n\r\n')
+    const t0 = performance.now()
+    expect(await closedWithin(s!, 3000)).toBe(true)
+    expect(performance.now() - t0).toBeGreaterThan(300)
+  })
+
+  it('a trusted proxy is capped only by the total: 20 of its connections stay; past 30 in all, 503', async () => {
+    const proxy = await openIdle(20, '127.0.0.9')
+    const stayed = await Promise.all(proxy.map((s) => closedWithin(s, 200)))
+    expect(stayed.filter(Boolean).length).toBe(0)
+    const more = await openIdle(15, '127.0.0.5')
+    const shut = await Promise.all(more.map((s) => closedWithin(s, 1500)))
+    // 10 of .5's fit under the total of 30; the 5 past it are closed (.5's own cap is 10 too).
+    expect(shut.filter(Boolean).length).toBe(5)
+    expect(
+      await metric(gw, 'basegate_connections_refused_total{cap="max_connections"}')
+    ).toBeGreaterThanOrEqual(1)
+    for (const s of [...proxy, ...more]) s.destroy()
+  })
+})
+
+describe('two Content-Type headers on a checked call (issue #39 item 4)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    gw = await startGateway(yaml(up.url, ''))
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  const raw = (head: string, body: string) =>
+    new Promise<string>((resolve) => {
+      const s = connect(gw.port, '127.0.0.1')
+      let seen = ''
+      s.on('data', (d) => (seen += d.toString('latin1')))
+      s.on('close', () => resolve(seen))
+      s.on('error', () => resolve(seen))
+      s.write(head + body)
+      setTimeout(() => s.destroy(), 3000)
+    })
+
+  it.each([
+    [
+      'Content-Type',
+      'Content-Type: application/x-www-form-urlencoded\r\nContent-Type: application/json\r\n',
+    ],
+    [
+      'Content-Encoding',
+      'Content-Type: application/json\r\nContent-Encoding: identity\r\nContent-Encoding: identity\r\n',
+    ],
+  ])('two %s headers: 400 naming it, nothing forwarded', async (name, headers) => {
+    const u = `6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b${name.length.toString(16).padStart(4, '0')}`
+    const body = JSON.stringify({ sql: 'SELECT * FROM T LIMIT 50000' })
+    const seen = await raw(
+      `POST /api-gateway/api/v2/dtables/${u}/sql/ HTTP/1.1\r\nHost: x\r\n${headers}Content-Length: ${body.length}\r\n\r\n`,
+      body
+    )
+    expect(seen).toMatch(/^HTTP\/1\.1 400 /)
+    expect(seen).toContain(`more than one ${name} header`)
+    expect(up.seen.some((s) => s.url.includes(u))).toBe(false)
+  })
+})
