@@ -42,6 +42,8 @@ import {
 import type { LimiterStore } from './types.js'
 import type { MonthlyNotices } from './usage/notices.js'
 import type { UsageRecorder } from './usage/recorder.js'
+import type { LedgerRecorder } from './usage/ledger-recorder.js'
+import { createAccounting } from './spine/accounting.js'
 import { createUpgradeHandler } from './websocket.js'
 
 export interface GatewayDeps {
@@ -56,8 +58,10 @@ export interface GatewayDeps {
   summary?: UsageSummary
   /** SPEC §7: the status page's counts. */
   status?: StatusRecorder
-  /** SPEC §5: calls per day of each base and team (batched to the store). */
+  /** SPEC §5: calls per day of each base (batched to the store). */
   usage?: UsageRecorder
+  /** SPEC §5: team calls no rate-limit script put in the ledger (written late, batched). */
+  ledger?: LedgerRecorder
   /** SPEC §5: the 80 % and 100 % lines of a team's month. */
   notices?: MonthlyNotices
   /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
@@ -193,15 +197,25 @@ function sizeDepsOf(deps: GatewayDeps, clock: Clock): SizeDeps {
   }
 }
 
-/** The gateway: its parts made once, and each request's Call told its story. */
-export function createGateway(deps: GatewayDeps): Gateway {
+/** SPEC §4: each client's share of the upstream pool, as the snapshot in force sets it. */
+function sharesOf(deps: GatewayDeps, clock: Clock): UpstreamShares {
+  const shares = new UpstreamShares(() => {
+    const { upstream, protect } = deps.snapshot().config
+    return {
+      total: upstream.maxConnections,
+      perClient: upstream.maxConnectionsPerClient,
+      waitMs: protect.queueMs,
+    }
+  }, clock)
+  deps.metrics?.watchShares(() => shares.state())
+  return shares
+}
+
+/** The parts every call's steps share, made once. */
+function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
   const { logger } = deps
-  const clock = deps.clock ?? systemClock
   const gateDeps = { ...deps, clock }
   const gate = createGate(gateDeps)
-  const finish = createFinisher({ ...deps, clock })
-  const protector = new Protector(() => deps.snapshot().config.protect, deps.processes ?? 1, clock)
-  deps.metrics?.watchProtect(() => protector.state())
   const guard = new CallGuard({
     protector,
     store: deps.store,
@@ -214,27 +228,32 @@ export function createGateway(deps: GatewayDeps): Gateway {
     clock,
     onDelayed: (result) => deps.metrics?.delayed.labels(result).inc(),
   })
-  const sizeDeps = sizeDepsOf(deps, clock)
-  const shares = new UpstreamShares(() => {
-    const { upstream, protect } = deps.snapshot().config
-    return {
-      total: upstream.maxConnections,
-      perClient: upstream.maxConnectionsPerClient,
-      waitMs: protect.queueMs,
-    }
-  }, clock)
-  deps.metrics?.watchShares(() => shares.state())
-  const flow: Flow = {
+  return {
     gateDeps,
     clock,
     logger,
     gate,
-    finish,
-    sizeDeps,
+    finish: createFinisher({ ...deps, clock }),
+    sizeDeps: sizeDepsOf(deps, clock),
     guard,
     delayed,
-    shares,
+    shares: sharesOf(deps, clock),
+    account: createAccounting({
+      usage: deps.usage,
+      ledger: deps.ledger,
+      notices: deps.notices,
+      timezone: () => deps.snapshot().config.monthly.timezone,
+      monthlyEnabled: () => deps.snapshot().config.monthly.enabled,
+    }),
   }
+}
+
+/** The gateway: its parts made once, and each request's call told its story. */
+export function createGateway(deps: GatewayDeps): Gateway {
+  const clock = deps.clock ?? systemClock
+  const protector = new Protector(() => deps.snapshot().config.protect, deps.processes ?? 1, clock)
+  deps.metrics?.watchProtect(() => protector.state())
+  const flow = flowOf(deps, clock, protector)
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     // The access log's own fields (SPEC §7) and the story's, in one object per request.
@@ -267,6 +286,6 @@ export function createGateway(deps: GatewayDeps): Gateway {
     handleUpgrade: upgrade.handle,
     tunnels: upgrade.tunnels,
     protector,
-    shares,
+    shares: flow.shares,
   }
 }

@@ -43,11 +43,13 @@ export function createStore(
     logger.warn(
       'store.url is empty: counters are kept in this process only; instances do not share them'
     )
+    const usage = new MemoryUsageStore()
+    metrics?.watchUsageForgotten(() => usage.forgotten)
     return {
       store: new MemoryStore(),
       changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
-      usage: new MemoryUsageStore(),
+      usage,
       kind: 'memory',
       connectionError: () => undefined,
     }

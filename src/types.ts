@@ -224,13 +224,20 @@ export interface RuleCharge extends ChargeBase {
   dryRun: boolean
 }
 
-/** A team's calendar month (SPEC §5): one counter, reset at `endMs`. */
+/**
+ * A team's calendar month (SPEC §5): its ledger (`key`), a count reset at `endMs`, charged
+ * with the call's day so the month and its days are one write.
+ */
 export interface MonthlyCharge extends ChargeBase {
   kind: 'monthly'
   /** The end of the month (ms). */
   endMs: number
-  /** A store key whose `quota` field, when set, overrides `limit` (a team changed by the admin API). */
-  limitKey: string
+  /** The call's day of the month in monthly.timezone ("05"): the ledger's day it counts in. */
+  day: string
+  /** The month ("2026-11"). */
+  month: string
+  /** A store key whose `quota` field, when set, is the team's quota (a team changed by the admin API). */
+  quotaKey: string
   team: string
 }
 
@@ -274,11 +281,66 @@ export interface Decision {
   windows: WindowState[]
   /** The clock the decision's times are on (the store's, for Redis), for retry-after. */
   nowMs: number
+  /**
+   * Decided by this process's fallback limiter while the store did not answer (on_error open):
+   * its monthly charge is not in the shared ledger yet (SPEC §5: charged when it answers).
+   */
+  local?: true
   /** Redis: when the script ran, on the store's clock (the request line's `store_time`). */
   storeMs?: number
   /** Admitted from a lease this process holds, without a store call. */
   leased?: boolean
 }
+
+/**
+ * SPEC §5 "One ledger": a team's month as the store keeps it. `used` is always the sum of
+ * `days` less the sum of `credited`: every write changes them together.
+ */
+export interface LedgerMonth {
+  used: number
+  /** Calls per day of the month ("05" → n). */
+  days: Map<string, number>
+  /** Calls credited per day of the month. */
+  credited: Map<string, number>
+  /** The quota in force at the month's last charged call (null: none charged it). */
+  quota: number | null
+  /** The month's credits, oldest first. */
+  credits: CreditEntry[]
+}
+
+/** SPEC §5 "Credits are entries, not edits". */
+export interface CreditEntry {
+  /** When (ms). */
+  atMs: number
+  /** The calls taken off `used` (at most what it held: it never goes below 0). */
+  calls: number
+  /** The calls asked for. */
+  asked: number
+  note: string | null
+  before: number
+  after: number
+}
+
+/** Who wrote a batch of late counts (batch/recorder.ts): a process, and the batch's place in its order. */
+export interface BatchId {
+  instance: string
+  seq: number
+}
+
+/** Where a team's month lives: its ledger, its credits and its notices. */
+export interface LedgerRef {
+  team: string
+  /** "2026-11". */
+  month: string
+  /** The month's end (ms): the ledger is kept KEEP_DAYS past it. */
+  endMs: number
+}
+
+/**
+ * Calls to add to team ledgers, by ledger: those no rate-limit script counted (monthly quotas
+ * off, or admitted while the store did not answer), written late in batches.
+ */
+export type LedgerBatch = Map<string, { ref: LedgerRef; days: Map<string, number> }>
 
 /** What the classifier makes of one request. */
 export interface Classification {
@@ -330,12 +392,25 @@ export interface LimiterStore {
    * Takes back calls charged earlier, each from the bucket it was charged in, all in one call
    * where the store can; never below zero, never into a bucket that left the window.
    */
-  giveBack?(uses: readonly GiveBack[]): Promise<void>
+  giveBack(uses: readonly GiveBack[]): Promise<void>
   /**
-   * SPEC §5 credit: lowers a month's count by `calls`, never below zero, for every instance
-   * sharing the store at once; the count before and after.
+   * SPEC §5 credit: lowers a month's `used` by up to `calls` (never below zero) and keeps the
+   * entry; re-arms the month's notices the credit takes `used` back under (`quota`).
    */
-  credit?(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }>
+  credit(
+    ref: LedgerRef,
+    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
+  ): Promise<CreditEntry>
+  /** SPEC §5: a team's month as the store keeps it. */
+  readLedger(ref: LedgerRef): Promise<LedgerMonth>
+  /** Adds calls to team ledgers, once per batch id (batch/recorder.ts). */
+  addToLedger(batch: LedgerBatch, id: BatchId): Promise<void>
+  /**
+   * SPEC §5 notices: true for the claimant of (team, month, threshold), across every instance
+   * sharing the store: the first to ask, or one asking again with the token it asked with (a
+   * claim that timed out but landed is still its own); false for every other.
+   */
+  claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean>
   /** Whether the store answers now. */
   ready(): Promise<boolean>
   close(): Promise<void>

@@ -15,7 +15,7 @@ import type { ProtectState } from '../protect/protector.js'
 import type { StatusCounts } from '../observe/status-recorder.js'
 import { statusRoutes } from './status.js'
 import { probeRoutes } from './probes.js'
-import { refreshMonthlyGauges, teamRoutes } from './teams.js'
+import { creditRoutes, refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
 import { usageHistoryRoutes } from './usage-history.js'
 import { MemoryUsageStore, type UsageStore } from '../usage/store.js'
@@ -139,6 +139,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
       refreshMonthlyGauges({ holder, store, changes: deps.changes, now }, metrics),
   })
   teamRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
+  creditRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
   usageRoutes(app, { holder, store, now })
   usageHistoryRoutes(app, {
     holder,

@@ -12,8 +12,8 @@ import type { HistoryDeps } from './history.js'
 import { configView } from '../config/view.js'
 import { STATUS_CSS, STATUS_HTML, STATUS_JS } from './status-page.js'
 import { monthOf } from './teams.js'
-import { dayBounds, monthBounds, type MonthBounds } from '../quota/month.js'
-import { monthDays } from './usage-history.js'
+import { addDays, dayBounds, daysInMonth, monthBounds } from '../quota/month.js'
+import { callsOn, lastFullWeek, paceOf, readTeamRange } from '../usage/ledger-view.js'
 import type { UsageStore } from '../usage/store.js'
 import { storeAddress } from '../limiter/redis-client.js'
 
@@ -119,52 +119,60 @@ function unknownMonths(deps: StatusDeps) {
 }
 
 /**
- * Issue #33: will the team run out before the month ends? Its calls so far at the month's pace
- * to now: where that ends (`projected`), and the day it reaches its quota, if before the end.
+ * Each team's month, read together (a team whose count does not come in time is left out):
+ * its count and quota, its days so far, and the pace of its last 7 full days (SPEC §5: the
+ * same figures as /v1/usage/history).
  */
-export function paceOf(
-  used: number,
-  quota: number,
-  month: MonthBounds,
-  nowMs: number,
-  timeZone: string
-) {
-  const elapsed = Math.max(nowMs - month.startMs, 3_600_000) // an hour at least: no wild early guesses
-  const perMs = used / elapsed
-  const projected = Math.round(perMs * (month.endMs - month.startMs))
-  let runsOut: string | null = null
-  if (quota > 0 && used < quota && projected > quota && perMs > 0) {
-    const at = month.startMs + quota / perMs
-    runsOut = dayBounds(at, timeZone).id
-  }
-  return { projected, runs_out: runsOut }
-}
-
-/** Each team's month, read together (a team whose count does not come in time is left out). */
 async function teamMonths(deps: StatusDeps) {
   const { holder, now } = deps
   const snap = holder.current
   if (!snap.config.monthly.enabled) return []
   const tz = snap.config.monthly.timezone
-  const [months, days] = await Promise.all([
-    Promise.all(
-      snap.teams.map((team) =>
-        answered(deps.clock, monthOf({ holder, store: deps.store, now }, team), null)
+  const t = now()
+  const today = dayBounds(t, tz)
+  const week = lastFullWeek(today.id)
+  const months = await Promise.all(
+    snap.teams.map((team) =>
+      answered(
+        deps.clock,
+        (async () => {
+          const m = await monthOf({ holder, store: deps.store, now }, team)
+          const span = {
+            from: week.from < `${today.month}-01` ? week.from : `${today.month}-01`,
+            to: today.id,
+            timeZone: tz,
+          }
+          const r = await readTeamRange(deps.store, team.id, span, {
+            month: today.month,
+            quota: m.quota,
+          })
+          return { m, days: r.days }
+        })(),
+        null
       )
-    ),
-    Promise.all(
-      snap.teams.map((team) =>
-        answered(deps.clock, monthDays(deps.usage, `t:${team.id}`, now(), tz), null)
-      )
-    ),
-  ])
-  const month = monthBounds(now(), tz)
+    )
+  )
+  const endMs = monthBounds(t, tz).endMs
   return snap.teams.flatMap((team, i) => {
-    const m = months[i]
-    if (m == null) return []
+    const got = months[i]
+    if (got == null) return []
+    const { m, days } = got
     const share = m.quota > 0 ? m.used / m.quota : 0
-    const pace = paceOf(m.used, m.quota, month, now(), tz)
-    return [{ id: team.id, used: m.used, quota: m.quota, share, pace, ...(days[i] ?? {}) }]
+    const pace = paceOf(callsOn(days, week.from, week.to), { ...m, endMs }, t, tz)
+    const month = [] as { date: string; calls: number; credited: number }[]
+    for (let d = `${today.month}-01`; d <= today.id; d = addDays(d, 1))
+      month.push({ date: d, calls: days.get(d)?.calls ?? 0, credited: days.get(d)?.credited ?? 0 })
+    return [
+      {
+        id: team.id,
+        used: m.used,
+        quota: m.quota,
+        share,
+        pace,
+        days: month,
+        days_in_month: daysInMonth(today.month),
+      },
+    ]
   })
 }
 

@@ -5,7 +5,9 @@ import { parseUuid } from '../request/base-uuid.js'
 import type { ChangeStore } from '../config/changes.js'
 import { quotaOf, type Team, type TeamChange } from '../quota/teams.js'
 import { JsonBodyScanner, JsonSyntaxError } from '../size/json-count.js'
-import type { LimiterStore, Logger } from '../types.js'
+import type { CreditEntry, LimiterStore, Logger } from '../types.js'
+import { monthBounds } from '../quota/month.js'
+import { ledgerRef } from '../usage/ledger-view.js'
 
 export interface TeamDeps {
   holder: ConfigHolder
@@ -30,19 +32,19 @@ export async function monthOf(
   return { used: w.used, quota: w.limit, reset: Math.ceil(w.resetAtMs / 1000) }
 }
 
+/** A team as /v1/teams answers it (SPEC §5: `used` is its ledger's, quotas on or off). */
+async function teamJson(deps: TeamDeps, team: Team) {
+  const m = await monthOf(deps, team)
+  const { id, plan, users, bases, changed } = team
+  return { id, plan, users, bases, quota: m.quota, used: m.used, reset: m.reset, changed }
+}
+
+const notFound = (c: Context, id: string) =>
+  c.json({ error_msg: `no team ${JSON.stringify(id)} in the configuration` }, 404)
+
 export function teamRoutes(app: Hono, deps: TeamDeps): void {
   const { holder, changes } = deps
-
-  async function teamJson(team: Team) {
-    const m = holder.current.config.monthly.enabled
-      ? await monthOf(deps, team)
-      : { used: 0, quota: team.quota, reset: 0 }
-    const { id, plan, users, bases, changed } = team
-    return { id, plan, users, bases, quota: m.quota, used: m.used, reset: m.reset, changed }
-  }
-
-  const notFound = (c: Context, id: string) =>
-    c.json({ error_msg: `no team ${JSON.stringify(id)} in the configuration` }, 404)
+  const teamJsonOf = (team: Team) => teamJson(deps, team)
 
   /**
    * A read answers what the shared store holds now: a change made on another instance a moment
@@ -54,7 +56,7 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
   app.get('/v1/teams', async (c) => {
     await refresh()
     const teams = []
-    for (const t of holder.current.teams) teams.push(await teamJson(t))
+    for (const t of holder.current.teams) teams.push(await teamJsonOf(t))
     return c.json({ teams })
   })
 
@@ -72,27 +74,7 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
     const users = merged.users ?? fileTeam.users
     await changes.setTeam(id, merged, quotaOf(snap.config.monthly.plans[plan], users))
     holder.setTeamChanges(await changes.loadTeams())
-    return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
-  })
-
-  // SPEC §5: this month's used count lowered by n (never below 0), for every instance at once.
-  app.post('/v1/teams/:id/credit', async (c) => {
-    const id = c.req.param('id')
-    const team = holder.current.teams.find((t) => t.id === id)
-    if (!team) return notFound(c, id)
-    const body = await readAdminJson(c)
-    if ('error' in body) return c.json({ error_msg: body.error }, 400)
-    const calls = creditOf(body.json)
-    if (typeof calls !== 'number') return c.json({ error_msg: calls.error }, 400)
-    if (deps.store.credit === undefined)
-      return c.json({ error_msg: 'this store cannot credit a month' }, 503)
-    const charge = holder.current.classifier.monthlyChargeOf(team, deps.now())
-    const { before, after } = await deps.store.credit(charge, calls)
-    deps.logger?.info(
-      { team: id, calls, used_before: before, used_after: after },
-      'monthly quota credited'
-    )
-    return c.json(await teamJson(team))
+    return c.json(await teamJsonOf(holder.current.teams.find((t) => t.id === id)!))
   })
 
   app.delete('/v1/teams/:id', async (c) => {
@@ -100,20 +82,89 @@ export function teamRoutes(app: Hono, deps: TeamDeps): void {
     if (!holder.current.config.monthly.teams.some((t) => t.id === id)) return notFound(c, id)
     await changes.deleteTeam(id)
     holder.setTeamChanges(await changes.loadTeams())
-    return c.json(await teamJson(holder.current.teams.find((t) => t.id === id)!))
+    return c.json(await teamJsonOf(holder.current.teams.find((t) => t.id === id)!))
   })
 }
 
-/** A credit's body: `{"calls": n}`, n a positive integer, and nothing else. */
-export function creditOf(json: unknown): number | { error: string } {
+/** SPEC §5 credits: POST /v1/teams/{id}/credit, GET /v1/teams/{id}/credits?month=. */
+export function creditRoutes(app: Hono, deps: TeamDeps): void {
+  const { holder } = deps
+  // SPEC §5: this month's used count lowered by n (never below 0), for every instance at once,
+  // kept as an entry with its note; the notices it takes `used` back under are armed again.
+  app.post('/v1/teams/:id/credit', async (c) => {
+    const id = c.req.param('id')
+    const team = holder.current.teams.find((t) => t.id === id)
+    if (!team) return notFound(c, id)
+    const body = await readAdminJson(c)
+    if ('error' in body) return c.json({ error_msg: body.error }, 400)
+    const asked = creditOf(body.json)
+    if ('error' in asked) return c.json({ error_msg: asked.error }, 400)
+    const now = deps.now()
+    const charge = holder.current.classifier.monthlyChargeOf(team, now)
+    const ref = { team: id, month: charge.month, endMs: charge.endMs }
+    const quota = (await monthOf(deps, team)).quota
+    const entry = await deps.store.credit(ref, { ...asked, atMs: now, day: charge.day, quota })
+    deps.logger?.info(
+      {
+        team: id,
+        calls: entry.calls,
+        asked: entry.asked,
+        note: entry.note ?? undefined,
+        used_before: entry.before,
+        used_after: entry.after,
+      },
+      'monthly quota credited'
+    )
+    return c.json({ ...(await teamJson(deps, team)), credit: creditJson(entry) })
+  })
+
+  // SPEC §5: a month's credits, oldest first.
+  app.get('/v1/teams/:id/credits', async (c) => {
+    const id = c.req.param('id')
+    const team = holder.current.teams.find((t) => t.id === id)
+    if (!team) return notFound(c, id)
+    const tz = holder.current.config.monthly.timezone
+    const month = c.req.query('month') ?? monthBounds(deps.now(), tz).id
+    if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month))
+      return c.json({ error_msg: `month: ${JSON.stringify(month)} is not a month (YYYY-MM)` }, 400)
+    const l = await deps.store.readLedger(ledgerRef(id, month, tz))
+    return c.json({ team: id, month, timezone: tz, credits: l.credits.map(creditJson) })
+  })
+}
+
+/** The most characters a credit's note holds. */
+export const MAX_NOTE = 200
+
+/** A credit's body: `{"calls": n, "note"?: text}`, n a positive integer, and nothing else. */
+export function creditOf(
+  json: unknown
+): { calls: number; note: string | null } | { error: string } {
   if (json === null || typeof json !== 'object' || Array.isArray(json))
-    return { error: 'the body must be a JSON object {"calls": n}' }
-  const extra = Object.keys(json).filter((k) => k !== 'calls')
-  if (extra.length > 0) return { error: `${extra[0]}: is not a known key (only calls)` }
-  const n = (json as { calls?: unknown }).calls
+    return { error: 'the body must be a JSON object {"calls": n, "note"?: "why"}' }
+  const extra = Object.keys(json).filter((k) => k !== 'calls' && k !== 'note')
+  if (extra.length > 0) return { error: `${extra[0]}: is not a known key (calls, note)` }
+  const { calls: n, note } = json as { calls?: unknown; note?: unknown }
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1)
     return { error: `calls: ${JSON.stringify(n ?? null)} is not a positive integer` }
-  return n
+  if (note === undefined || note === null) return { calls: n, note: null }
+  if (typeof note !== 'string') return { error: `note: ${JSON.stringify(note)} is not text` }
+  if ([...note].length > MAX_NOTE) return { error: `note: is over ${MAX_NOTE} characters` }
+  // One line in the log and the CSV: control characters are not a note's.
+  if (/[\u0000-\u001f\u007f]/.test(note))
+    return { error: 'note: has a control character (a line break, a tab)' }
+  return { calls: n, note }
+}
+
+/** A credit entry as the admin API answers it. */
+function creditJson(e: CreditEntry) {
+  return {
+    at: new Date(e.atMs).toISOString(),
+    calls: e.calls,
+    asked: e.asked,
+    note: e.note,
+    used_before: e.before,
+    used_after: e.after,
+  }
 }
 
 function parseBases(v: unknown, teams: readonly Team[], id: string): string[] | { error: string } {

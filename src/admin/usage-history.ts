@@ -1,14 +1,27 @@
 import type { Context, Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
-import { dayBounds, daysBetween, daysInMonth, parseIsoDate } from '../quota/month.js'
+import { addDays, dayBounds, daysBetween, daysInMonth, parseIsoDate } from '../quota/month.js'
 import { parseUuid } from '../request/base-uuid.js'
 import type { LimiterStore } from '../types.js'
-import { dayRows, KEEP_DAYS, type UsageStore } from '../usage/store.js'
+import {
+  callsOn,
+  lastFullWeek,
+  ledgerRef,
+  paceOf,
+  readTeamRange,
+  type DayCalls,
+  type MonthRow,
+} from '../usage/ledger-view.js'
+import { dayRows, KEEP_DAYS, monthsOf, type UsageStore } from '../usage/store.js'
 import { monthOf } from './teams.js'
 
-// SPEC §5 usage over time: GET /v1/usage/history?team=ID|base=UUID[&from&to][&format=csv], one
-// entry per day (0 where none), days in monthly.timezone; a team also gets this month's quota
-// and used. CSV with `Accept: text/csv` or `format=csv`: `date,calls`, then a line per day.
+// SPEC §5 "History and export":
+// - GET /v1/usage/history?team=ID|base=UUID[&from&to][&format=csv]: one entry per day (calls,
+//   credited), one per month of the range (quota, used, credited, remaining: each month its own),
+//   and the pace of the last 7 full days; `to` past today is read as today.
+// - GET /v1/usage/export?from&to[&format=csv]: every team and every base with calls in the
+//   range, in one answer, `date,kind,id,team,calls,credited`.
+// A CSV is named for its subject and range (Content-Disposition); days are monthly.timezone's.
 
 export interface HistoryRouteDeps {
   holder: ConfigHolder
@@ -19,86 +32,268 @@ export interface HistoryRouteDeps {
   flush: () => Promise<void>
 }
 
-type Checked = { subject: string; key: string; team: string | null; from: string; to: string }
+/** The most bases one export reads (each a hash per month): past it, a narrower range. */
+export const MAX_EXPORT_BASES = 100_000
 
-/** The query, checked: every problem is a 400 naming its parameter (a 404 for no such team). */
-function checkQuery(
-  c: Context,
-  deps: HistoryRouteDeps
-): Checked | { status: 400 | 404; error: string } {
+type Range = { from: string; to: string; today: string; timeZone: string }
+type Subject = { kind: 'team'; id: string } | { kind: 'base'; id: string }
+
+/** from/to/format checked: a 400 naming the parameter; `to` past today is today. */
+function checkRange(c: Context, deps: HistoryRouteDeps): Range | { error: string } {
   const q = (name: string) => c.req.query(name)
-  const team = q('team')
-  const base = q('base')
-  if ((team === undefined) === (base === undefined))
-    return { status: 400, error: 'give exactly one of team=ID or base=UUID' }
-  const snap = deps.holder.current
-  let subject: string
-  let key: string
-  if (team !== undefined) {
-    if (!snap.teams.some((t) => t.id === team))
-      return { status: 404, error: `team: ${JSON.stringify(team)} is not a team` }
-    subject = `t:${team}`
-    key = `team:${team}`
-  } else {
-    const uuid = parseUuid(base!)
-    if (uuid === null)
-      return { status: 400, error: `base: ${JSON.stringify(base)} is not a base UUID` }
-    subject = `b:${uuid}`
-    key = `base:${uuid}`
-  }
-  const today = dayBounds(deps.now(), snap.config.monthly.timezone).id
+  const timeZone = deps.holder.current.config.monthly.timezone
+  const today = dayBounds(deps.now(), timeZone).id
   const from = q('from') ?? `${today.slice(0, 7)}-01`
-  const to = q('to') ?? today
+  let to = q('to') ?? today
   for (const [name, value] of [
     ['from', from],
     ['to', to],
   ] as const) {
     if (parseIsoDate(value) === null)
-      return { status: 400, error: `${name}: ${JSON.stringify(value)} is not a date (YYYY-MM-DD)` }
+      return { error: `${name}: ${JSON.stringify(value)} is not a date (YYYY-MM-DD)` }
   }
-  if (daysBetween(from, to) < 0) return { status: 400, error: `from: ${from} is after to: ${to}` }
+  // Nothing is read for days that have not come (issue #40 item 6).
+  if (to > today) to = today
+  if (from > today) return { error: `from: ${from} is after today (${today})` }
+  if (daysBetween(from, to) < 0) return { error: `from: ${from} is after to: ${to}` }
   if (daysBetween(from, to) + 1 > KEEP_DAYS)
-    return { status: 400, error: `to: the range ${from} to ${to} is over ${KEEP_DAYS} days` }
+    return { error: `to: the range ${from} to ${to} is over ${KEEP_DAYS} days` }
   const format = q('format')
   if (format !== undefined && format !== 'csv' && format !== 'json')
-    return { status: 400, error: `format: ${JSON.stringify(format)} is not csv or json` }
-  return { subject, key, team: team ?? null, from, to }
+    return { error: `format: ${JSON.stringify(format)} is not csv or json` }
+  return { from, to, today, timeZone }
+}
+
+/** The subject asked about: a 400 naming the parameter, a 404 for no such team. */
+function checkSubject(
+  c: Context,
+  deps: HistoryRouteDeps
+): Subject | { status: 400 | 404; error: string } {
+  const team = c.req.query('team')
+  const base = c.req.query('base')
+  if ((team === undefined) === (base === undefined))
+    return { status: 400, error: 'give exactly one of team=ID or base=UUID' }
+  if (team !== undefined) {
+    if (!deps.holder.current.teams.some((t) => t.id === team))
+      return { status: 404, error: `team: ${JSON.stringify(team)} is not a team` }
+    return { kind: 'team', id: team }
+  }
+  const uuid = parseUuid(base!)
+  if (uuid === null)
+    return { status: 400, error: `base: ${JSON.stringify(base)} is not a base UUID` }
+  return { kind: 'base', id: uuid }
 }
 
 const wantsCsv = (c: Context) =>
   c.req.query('format') === 'csv' ||
   (c.req.query('format') === undefined && (c.req.header('accept') ?? '').includes('text/csv'))
 
+/** A base's hyphenated UUID (what operators search for). */
+export function hyphenated(uuid: string): string {
+  return `${uuid.slice(0, 8)}-${uuid.slice(8, 12)}-${uuid.slice(12, 16)}-${uuid.slice(16, 20)}-${uuid.slice(20)}`
+}
+
+interface Row {
+  date: string
+  kind: 'team' | 'base'
+  id: string
+  team: string
+  calls: number
+  credited: number
+}
+
+const CSV_HEAD = 'date,kind,id,team,calls,credited'
+/** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+const field = (v: string | number) => {
+  const s = String(v)
+  return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s
+}
+const csvOf = (rows: readonly Row[]) =>
+  [
+    CSV_HEAD,
+    ...rows.map((r) => [r.date, r.kind, r.id, r.team, r.calls, r.credited].map(field).join(',')),
+  ].join('\n') + '\n'
+
+/** `attachment; filename="…"`: what it holds and its range, in the zone's days. */
+function disposition(what: string, r: Range): string {
+  const name = `basegate-${what}-${r.from}_to_${r.to}-${r.timeZone.replaceAll('/', '-')}.csv`
+  return `attachment; filename="${name.replace(/[^A-Za-z0-9._-]/g, '_')}"`
+}
+
+/** A team's days, months and pace over the range. */
+async function teamHistory(deps: HistoryRouteDeps, id: string, r: Range) {
+  const team = deps.holder.current.teams.find((t) => t.id === id)!
+  const thisMonth = r.today.slice(0, 7)
+  const live = deps.holder.current.config.monthly.enabled
+    ? await monthOf(deps, team).then((m) => m.quota)
+    : null
+  const current = live === null ? null : { month: thisMonth, quota: live }
+  const week = lastFullWeek(r.today)
+  const span = { from: week.from < r.from ? week.from : r.from, to: r.to, timeZone: r.timeZone }
+  const { days, months } = await readTeamRange(deps.store, id, span, current)
+  const inRange = months.filter((m) => m.month >= r.from.slice(0, 7))
+  const now = inRange.find((m) => m.month === thisMonth)
+  const pace =
+    now === undefined
+      ? null
+      : paceOf(
+          callsOn(days, week.from, week.to),
+          { used: now.used, quota: now.quota, endMs: ledgerRef(id, thisMonth, r.timeZone).endMs },
+          deps.now(),
+          r.timeZone
+        )
+  return { days, months: inRange, pace }
+}
+
+/** A base's days (no credits, no quota) and the pace of its calls. */
+async function baseHistory(deps: HistoryRouteDeps, uuid: string, r: Range) {
+  const week = lastFullWeek(r.today)
+  const from = week.from < r.from ? week.from : r.from
+  const counts = await deps.usage.read(uuid, from, r.to)
+  const days = new Map<string, DayCalls>()
+  for (const [d, n] of counts) days.set(d, { calls: n, credited: 0 })
+  const thisMonth = r.today.slice(0, 7)
+  let used = 0
+  for (const [d, n] of counts) if (d.startsWith(thisMonth)) used += n
+  const pace =
+    r.to === r.today
+      ? paceOf(
+          callsOn(days, week.from, week.to),
+          { used, quota: null, endMs: ledgerRef('', thisMonth, r.timeZone).endMs },
+          deps.now(),
+          r.timeZone
+        )
+      : null
+  return { days, months: [] as MonthRow[], pace }
+}
+
+function rowsOf(subject: Subject, team: string, days: Map<string, DayCalls>, r: Range): Row[] {
+  return dayRows(new Map([...days].map(([d, v]) => [d, v.calls])), r.from, r.to).map((d) => ({
+    date: d.date,
+    kind: subject.kind,
+    id: subject.kind === 'base' ? hyphenated(subject.id) : subject.id,
+    team,
+    calls: d.calls,
+    credited: days.get(d.date)?.credited ?? 0,
+  }))
+}
+
 export function usageHistoryRoutes(app: Hono, deps: HistoryRouteDeps): void {
   app.get('/v1/usage/history', async (c) => {
-    const q = checkQuery(c, deps)
-    if ('error' in q) return c.json({ error_msg: q.error }, q.status)
+    const s = checkSubject(c, deps)
+    if ('error' in s) return c.json({ error_msg: s.error }, s.status)
+    const r = checkRange(c, deps)
+    if ('error' in r) return c.json({ error_msg: r.error }, 400)
     await deps.flush().catch(() => {})
-    const counts = await deps.usage.read(q.subject, q.from, q.to)
-    const days = dayRows(counts, q.from, q.to)
+    const h =
+      s.kind === 'team' ? await teamHistory(deps, s.id, r) : await baseHistory(deps, s.id, r)
+    const team = s.kind === 'team' ? s.id : teamOfBase(deps, s.id)
+    const rows = rowsOf(s, team, h.days, r)
     if (wantsCsv(c)) {
-      const csv = ['date,calls', ...days.map((d) => `${d.date},${d.calls}`)].join('\n') + '\n'
-      return c.body(csv, 200, { 'content-type': 'text/csv; charset=utf-8' })
+      const what = s.kind === 'team' ? `team-${s.id}` : `base-${hyphenated(s.id)}`
+      return c.body(csvOf(rows), 200, {
+        'content-type': 'text/csv; charset=utf-8',
+        'content-disposition': disposition(what, r),
+      })
     }
-    const out: Record<string, unknown> = { key: q.key, from: q.from, to: q.to, days }
-    if (q.team !== null) {
-      const team = deps.holder.current.teams.find((t) => t.id === q.team)!
-      const m = await monthOf(deps, team).catch(() => null)
-      if (m !== null) Object.assign(out, { quota: m.quota, used: m.used })
+    const key = s.kind === 'team' ? `team:${s.id}` : `base:${s.id}`
+    const out: Record<string, unknown> = {
+      key,
+      id: rows[0]?.id ?? s.id,
+      from: r.from,
+      to: r.to,
+      timezone: r.timeZone,
+      days: rows.map(({ date, calls, credited }) => ({ date, calls, credited })),
+      months: h.months,
+      pace: h.pace,
     }
+    // This month's figures for a team, as before (SPEC §5: /v1/teams reads the same).
+    const now = h.months.find((m) => m.month === r.today.slice(0, 7))
+    if (s.kind === 'team' && now !== undefined)
+      Object.assign(out, { quota: now.quota, used: now.used })
     return c.json(out)
+  })
+
+  app.get('/v1/usage/export', async (c) => {
+    const r = checkRange(c, deps)
+    if ('error' in r) return c.json({ error_msg: r.error }, 400)
+    await deps.flush().catch(() => {})
+    const out = await exportRows(deps, r)
+    if ('error' in out) return c.json({ error_msg: out.error }, 400)
+    if (wantsCsv(c))
+      return c.body(csvOf(out.rows), 200, {
+        'content-type': 'text/csv; charset=utf-8',
+        'content-disposition': disposition('usage', r),
+      })
+    return c.json({
+      from: r.from,
+      to: r.to,
+      timezone: r.timeZone,
+      rows: out.rows,
+      months: out.months,
+    })
   })
 }
 
-/** This month's days so far of one subject (the status page's small chart). */
+/** The team a base belongs to in the file or the admin API's changes (monthly quotas on or not). */
+function teamOfBase(deps: HistoryRouteDeps, uuid: string): string {
+  return deps.holder.current.teams.find((t) => t.bases.includes(uuid))?.id ?? ''
+}
+
+/** Every team and base with calls in the range (days without calls left out). */
+async function exportRows(
+  deps: HistoryRouteDeps,
+  r: Range
+): Promise<{ rows: Row[]; months: (MonthRow & { team: string })[] } | { error: string }> {
+  const rows: Row[] = []
+  const months: (MonthRow & { team: string })[] = []
+  for (const t of deps.holder.current.teams) {
+    const h = await teamHistory(deps, t.id, r)
+    for (const row of rowsOf({ kind: 'team', id: t.id }, t.id, h.days, r))
+      if (row.calls > 0 || row.credited > 0) rows.push(row)
+    for (const m of h.months) months.push({ team: t.id, ...m })
+  }
+  let read = 0
+  for (const month of monthsOf(r.from, r.to)) {
+    const { bases, more } = await deps.usage.basesOf(month, MAX_EXPORT_BASES - read)
+    read += bases.length
+    if (more)
+      return {
+        error: `to: the range ${r.from} to ${r.to} holds more than ${MAX_EXPORT_BASES} bases by month; ask for fewer months`,
+      }
+    const first = month === r.from.slice(0, 7) ? r.from : `${month}-01`
+    const last =
+      month === r.to.slice(0, 7) ? r.to : `${month}-${String(daysInMonth(month)).padStart(2, '0')}`
+    for (let i = 0; i < bases.length; i += 500) {
+      const piece = bases.slice(i, i + 500)
+      const reads = await Promise.all(piece.map((b) => deps.usage.read(b, first, last)))
+      piece.forEach((uuid, k) => {
+        const team = teamOfBase(deps, uuid)
+        for (const [date, calls] of [...reads[k]!].sort()) {
+          if (calls > 0)
+            rows.push({ date, kind: 'base', id: hyphenated(uuid), team, calls, credited: 0 })
+        }
+      })
+    }
+  }
+  rows.sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : a.kind < b.kind ? 1 : -1))
+  return { rows, months }
+}
+
+/** This month's days so far of a team (the status page's small chart), from its ledger. */
 export async function monthDays(
-  usage: UsageStore,
-  subject: string,
+  store: Pick<LimiterStore, 'readLedger'>,
+  team: string,
   nowMs: number,
   timeZone: string
-): Promise<{ days: { date: string; calls: number }[]; days_in_month: number }> {
+): Promise<{ days: { date: string; calls: number; credited: number }[]; days_in_month: number }> {
   const today = dayBounds(nowMs, timeZone)
   const first = `${today.month}-01`
-  const counts = await usage.read(subject, first, today.id)
-  return { days: dayRows(counts, first, today.id), days_in_month: daysInMonth(today.month) }
+  const l = await store.readLedger(ledgerRef(team, today.month, timeZone))
+  const days: { date: string; calls: number; credited: number }[] = []
+  for (let d = first; d <= today.id; d = addDays(d, 1)) {
+    const dd = d.slice(8)
+    days.push({ date: d, calls: l.days.get(dd) ?? 0, credited: l.credited.get(dd) ?? 0 })
+  }
+  return { days, days_in_month: daysInMonth(today.month) }
 }

@@ -1,5 +1,8 @@
-import { systemClock, type Clock, type Timer } from '../clock.js'
+import { readFileSync } from 'node:fs'
 import type { Cluster, Redis } from 'ioredis'
+import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
+import { StoreError } from '../limiter/store-error.js'
+import type { BatchId } from '../types.js'
 
 // SPEC §8 upgrade report: per history entry, calls over the last 35 days, when last seen, and
 // the busiest keys, shared by every instance, in bounded memory. Counts live in day buckets:
@@ -26,7 +29,8 @@ export interface EntryUsage {
 }
 
 export interface ReportStore {
-  add(batch: ReportBatch, nowMs: number): Promise<void>
+  /** Adds a batch (each entry on the day of its last call), once per batch id. */
+  add(batch: ReportBatch, id: BatchId): Promise<void>
   read(entryIds: readonly string[], nowMs: number): Promise<Map<string, EntryUsage>>
 }
 
@@ -46,10 +50,13 @@ export class MemoryReportStore implements ReportStore {
     Map<number, { calls: number; keys: Map<string, number> }>
   >()
   private readonly last = new Map<string, number>()
+  private readonly seen = new Map<string, number>()
 
-  async add(batch: ReportBatch, nowMs: number): Promise<void> {
-    const today = dayOf(nowMs)
+  async add(batch: ReportBatch, batchId: BatchId): Promise<void> {
+    if ((this.seen.get(batchId.instance) ?? 0) >= batchId.seq) return
+    this.seen.set(batchId.instance, batchId.seq)
     for (const [id, b] of batch) {
+      const today = dayOf(b.lastSeenMs)
       let days = this.days.get(id)
       if (!days) this.days.set(id, (days = new Map()))
       for (const d of days.keys()) if (d <= today - REPORT_DAYS) days.delete(d)
@@ -88,33 +95,41 @@ export class MemoryReportStore implements ReportStore {
  * In Redis (or Cluster): every key of one entry carries the hash tag `{h:<entry>}`, so one
  * entry's flush and read run on one node. A flush is one pipeline per entry.
  */
+const REPORT_ADD = readFileSync(new URL('../limiter/lua/report-add.lua', import.meta.url), 'utf8')
+type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
+
 export class RedisReportStore implements ReportStore {
   constructor(
     private readonly client: Redis | Cluster,
     private readonly prefix: string
-  ) {}
+  ) {
+    client.defineCommand('basegateReportAdd', { lua: REPORT_ADD })
+  }
 
   private k(id: string, what: string): string {
     return `${this.prefix}{h:${id}}:${what}`
   }
 
-  async add(batch: ReportBatch, nowMs: number): Promise<void> {
-    const day = dayOf(nowMs)
+  /** One script call per entry (its keys share a slot), each applied once per batch id. */
+  async add(batch: ReportBatch, batchId: BatchId): Promise<void> {
     const ttlMs = (REPORT_DAYS + 1) * DAY_MS
-    await Promise.all(
+    const client = this.client as unknown as Record<string, AddCommand>
+    const add: AddCommand = (...a) => client['basegateReportAdd']!(...a)
+    const settled = await Promise.allSettled(
       [...batch].map(([id, b]) => {
-        const calls = this.k(id, `calls:${day}`)
-        const keys = this.k(id, `keys:${day}`)
-        const last = this.k(id, 'last')
-        const p = this.client.pipeline()
-        p.incrby(calls, b.calls).pexpire(calls, ttlMs)
-        for (const [key, n] of b.keys) p.zincrby(keys, n, key)
-        // The day's busiest keys stay; the tail goes, so memory does not grow with the clients.
-        p.zremrangebyrank(keys, 0, -(KEYS_PER_DAY + 1)).pexpire(keys, ttlMs)
-        p.zadd(last, 'GT', b.lastSeenMs, 'last').pexpire(last, ttlMs)
-        return p.exec()
+        const day = dayOf(b.lastSeenMs)
+        const argv: (string | number)[] = [batchId.instance, batchId.seq, b.calls, b.lastSeenMs]
+        argv.push(ttlMs, KEYS_PER_DAY)
+        for (const [key, n] of b.keys) argv.push(key, n)
+        const ks = [this.k(id, `count:${day}`), this.k(id, `keys:${day}`), this.k(id, 'last')]
+        return add(3, ...ks, ...argv)
       })
     )
+    const failed = settled.find((r) => r.status === 'rejected')
+    if (failed !== undefined) {
+      const err = (failed as PromiseRejectedResult).reason as Error
+      throw new StoreError(`redis: ${err.message}`, { cause: err })
+    }
   }
 
   async read(entryIds: readonly string[], nowMs: number): Promise<Map<string, EntryUsage>> {
@@ -124,7 +139,7 @@ export class RedisReportStore implements ReportStore {
     await Promise.all(
       entryIds.map(async (id) => {
         const p = this.client.pipeline()
-        for (const d of days) p.get(this.k(id, `calls:${d}`))
+        for (const d of days) p.hget(this.k(id, `count:${d}`), 'n')
         p.zunion(days.length, ...days.map((d) => this.k(id, `keys:${d}`)), 'WITHSCORES')
         p.zscore(this.k(id, 'last'), 'last')
         const res = (await p.exec()) ?? []
@@ -223,76 +238,57 @@ function countKey(keys: Map<string, number>, key: string, returning: () => boole
   keys.set(key, 1)
 }
 
+/** A batch as the recorder gathers it, with its calls (what a stop could not write). */
+interface Open {
+  batch: ReportBatch
+  calls: number
+}
+
 /**
- * Counts on the request path in memory and writes them in batches: no store round trip per
- * call (SPEC §8 asks for none beyond the one rate-limit script). Why batches rather than a
- * fold into the rate script: the calls the report counts are a small share, their keys would
- * need a slot of their own in Redis Cluster (one more cross-slot step per call), and a report
- * a few seconds late loses nothing an operator needs.
+ * Counts on the request path in memory and writes them in batches (batch/recorder.ts): no
+ * store round trip per call (SPEC §8 asks for none beyond the one rate-limit script), no call
+ * counted twice, none lost while the store is away (written when it answers). Why batches
+ * rather than a fold into the rate script: the calls the report counts are a small share, their
+ * keys would need a slot of their own in Redis Cluster (one more cross-slot step per call), and
+ * a report a few seconds late loses nothing an operator needs.
  */
 export class UpgradeRecorder {
-  private batch: ReportBatch = new Map()
   private readonly recent = new RecentPairs()
-  private timer: Timer | null = null
-  private flushing: Promise<void> = Promise.resolve()
+  private readonly recorder: BatchedRecorder<Open>
 
-  constructor(
-    private readonly store: ReportStore,
-    private readonly onError: (err: unknown) => void = () => {},
-    private readonly clock: Clock = systemClock
-  ) {}
+  constructor(store: ReportStore, opts: RecorderOptions) {
+    this.recorder = new BatchedRecorder<Open>(
+      {
+        empty: () => ({ batch: new Map(), calls: 0 }),
+        isEmpty: (o) => o.batch.size === 0,
+        weight: (o) => o.calls,
+        write: (o, id) => store.add(o.batch, id),
+      },
+      opts
+    )
+  }
 
   record(entryId: string, key: string, nowMs: number): void {
-    let b = this.batch.get(entryId)
-    if (!b) this.batch.set(entryId, (b = { calls: 0, lastSeenMs: 0, keys: new Map() }))
+    const open = this.recorder.batch
+    let b = open.batch.get(entryId)
+    if (!b) open.batch.set(entryId, (b = { calls: 0, lastSeenMs: 0, keys: new Map() }))
     b.calls++
+    open.calls++
     if (nowMs > b.lastSeenMs) b.lastSeenMs = nowMs
     countKey(b.keys, key, () => this.recent.seenAgain(entryId, key))
   }
 
-  private merge(batch: ReportBatch): void {
-    for (const [id, old] of batch) {
-      let b = this.batch.get(id)
-      if (!b) this.batch.set(id, (b = { calls: 0, lastSeenMs: 0, keys: new Map() }))
-      b.calls += old.calls
-      b.lastSeenMs = Math.max(b.lastSeenMs, old.lastSeenMs)
-      for (const [k, n] of old.keys) {
-        const had = b.keys.get(k)
-        if (had !== undefined) b.keys.set(k, had + n)
-        else if (b.keys.size < BATCH_KEYS) b.keys.set(k, n)
-      }
-    }
-  }
-
-  /** Writes what was counted; a failed write is merged back (within the same bounds). */
-  flush(nowMs = this.clock.now()): Promise<void> {
-    this.flushing = this.flushing.then(async () => {
-      if (this.batch.size === 0) return
-      const batch = this.batch
-      this.batch = new Map()
-      try {
-        await this.store.add(batch, nowMs)
-      } catch (err) {
-        this.onError(err)
-        this.merge(batch)
-      }
-    })
-    return this.flushing
+  /** Writes what was counted; what failed is kept and written when the store answers. */
+  flush(): Promise<boolean> {
+    return this.recorder.flush()
   }
 
   start(everyMs = 2000): void {
-    const next = () => {
-      this.timer = this.clock.setTimer(() => {
-        void this.flush()
-        next()
-      }, everyMs)
-    }
-    next()
+    this.recorder.start(everyMs)
   }
 
-  async stop(): Promise<void> {
-    this.timer?.cancel()
-    this.timer = null
-    await this.flush()
+  /** Writes what is held within `waitMs`; the calls that could not be written. */
+  stop(waitMs = 0): Promise<number> {
+    return this.recorder.stop(waitMs)
   }
 }

@@ -1,5 +1,5 @@
 import { keys } from '../limiter/keys.js'
-import { createMonthClock } from '../quota/month.js'
+import { createDayClock, createMonthClock } from '../quota/month.js'
 import { NO_OVERRIDES, type OverrideHit, type OverrideLookup } from '../overrides/lookup.js'
 import type { Team } from '../quota/teams.js'
 import type {
@@ -165,15 +165,18 @@ function buildCharges(spec: ChargeSpec, rates: Rates): Charge[] {
 function monthlyCharge(
   team: Team,
   month: { id: string; endMs: number },
+  day: string,
   cls: RequestClass
 ): MonthlyCharge {
   return {
     kind: 'monthly',
-    key: keys.teamMonth(team.id, month.id),
+    key: keys.ledger(team.id, month.id),
     limit: team.quota,
     cls,
     endMs: month.endMs,
-    limitKey: keys.teamChange(team.id),
+    day,
+    month: month.id,
+    quotaKey: keys.teamChange(team.id),
     team: team.id,
   }
 }
@@ -195,6 +198,14 @@ function overrideFinder(overrides: OverrideLookup) {
     overrides.any ? overrides.find(uuid, clientIp) : null
 }
 
+/** A team's month as a charge at a time: both clocks keep their answer until it ends. */
+function monthlyCharger(timeZone: string) {
+  const monthOf = createMonthClock(timeZone)
+  const dayOf = createDayClock(timeZone)
+  return (team: Team, nowMs: number, cls: RequestClass = 'base') =>
+    monthlyCharge(team, monthOf(nowMs), dayOf(nowMs).id.slice(8), cls)
+}
+
 export function compileClassifier(
   config: Config,
   teams: ReadonlyMap<string, Team> = new Map(),
@@ -204,12 +215,9 @@ export function compileClassifier(
   const rules = config.rateLimits.rules.filter((r) => r.limits.length > 0).map(compileRule)
   const ipCeiling = config.rateLimits.ipCeiling
   const headers = config.headers
-  const monthOf = createMonthClock(config.monthly.timezone)
   const allowBases = new Set(config.allow.bases)
   const teamOf = (uuid: string) => (config.monthly.enabled ? teams.get(uuid) : undefined)
-
-  const monthlyChargeOf = (team: Team, nowMs: number, cls: RequestClass = 'base') =>
-    monthlyCharge(team, monthOf(nowMs), cls)
+  const monthlyChargeOf = monthlyCharger(config.monthly.timezone)
   const rates: Rates = { classRates: classRatesOf(config), ipCeiling }
   const build = (spec: ChargeSpec) => buildCharges(spec, rates)
   const overrideOf = overrideFinder(overrides)

@@ -1,11 +1,15 @@
 import { systemClock, type Clock } from '../clock.js'
 import type {
+  BatchId,
   Charge,
   ConsumeOptions,
+  CreditEntry,
   Decision,
   GiveBack,
+  LedgerBatch,
+  LedgerMonth,
+  LedgerRef,
   LimiterStore,
-  MonthlyCharge,
   OnStoreError,
 } from '../types.js'
 import type { MemoryStore } from './memory-store.js'
@@ -51,6 +55,12 @@ export class GuardedStore implements LimiterStore {
   private nextProbeMs = 0
   /** Decisions answered from the over-limit cache (for metrics and tests). */
   cachedRefusals = 0
+  /**
+   * SPEC §5: each month's count as the store last showed it (one entry per team's month in
+   * force): the fallback starts there, so a team known to be used up stays refused while the
+   * store does not answer.
+   */
+  private readonly monthUsed = new Map<string, number>()
 
   constructor(
     private readonly inner: LimiterStore,
@@ -101,6 +111,7 @@ export class GuardedStore implements LimiterStore {
       this.failures = 0
       if (this.down) this.markDown(false)
       this.overLimit?.learn(charges, d, nowMs)
+      this.learnMonths(charges, d)
       return d
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
@@ -111,7 +122,21 @@ export class GuardedStore implements LimiterStore {
     }
   }
 
-  /** A call the store did not answer: the local limiter (open) or the error (closed). */
+  private learnMonths(charges: readonly Charge[], d: Decision): void {
+    for (let i = 0; i < charges.length; i++) {
+      const c = charges[i]!
+      if (c.kind !== 'monthly' || d.windows[i]!.unknown) continue
+      // A new month's key replaces the old one: the map holds one month per team.
+      if (!this.monthUsed.has(c.key) && this.monthUsed.size > 10_000) this.monthUsed.clear()
+      this.monthUsed.set(c.key, d.windows[i]!.used)
+    }
+  }
+
+  /**
+   * A call the store did not answer: the local limiter (open) or the error (closed). Its
+   * months start from what the store last showed; its decision says it is local (its monthly
+   * charge is owed to the shared ledger, SPEC §5).
+   */
   private unanswered(
     charges: readonly Charge[],
     nowMs: number,
@@ -120,7 +145,13 @@ export class GuardedStore implements LimiterStore {
     if (this.opts.onError === 'closed')
       return Promise.reject(err ?? new StoreError('the store is down'))
     this.opts.observe?.fallback()
-    return this.fallback.consumeSync(charges, nowMs)
+    for (const c of charges) {
+      const known = c.kind === 'monthly' ? this.monthUsed.get(c.key) : undefined
+      if (known !== undefined && c.kind === 'monthly') this.fallback.seedMonth(c, known)
+    }
+    const d = this.fallback.consumeSync(charges, nowMs)
+    d.local = true
+    return d
   }
 
   /**
@@ -128,7 +159,7 @@ export class GuardedStore implements LimiterStore {
    * its bucket leaves the window: that can only refuse, never admit, a call.
    */
   async giveBack(uses: readonly GiveBack[]): Promise<void> {
-    if (this.down || this.inner.giveBack === undefined) return
+    if (this.down) return
     try {
       await this.inner.giveBack(uses)
     } catch (err) {
@@ -137,9 +168,24 @@ export class GuardedStore implements LimiterStore {
   }
 
   /** A credit goes to the shared store only: a store that is down refuses it (StoreError). */
-  credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
-    if (this.inner.credit === undefined) return Promise.reject(new StoreError('no credit here'))
-    return this.inner.credit(charge, calls)
+  credit(
+    ref: LedgerRef,
+    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
+  ): Promise<CreditEntry> {
+    return this.inner.credit(ref, c)
+  }
+
+  /** The ledger is the shared store's: read there, written there (late batches retry). */
+  readLedger(ref: LedgerRef): Promise<LedgerMonth> {
+    return this.inner.readLedger(ref)
+  }
+
+  addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
+    return this.inner.addToLedger(batch, id)
+  }
+
+  claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean> {
+    return this.inner.claimNotice(ref, threshold, token)
   }
 
   /** Usage reads go to the shared store; while it is down, to the local fallback. */

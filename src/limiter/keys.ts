@@ -8,8 +8,9 @@ import type { RequestClass } from '../types.js'
  * - `{b:<uuid>}`: every rate window of a base (class and rules). A base's rate keys never
  *   depend on its team, so moving a base between teams keeps its counts (issue #11).
  * - `{ip:<addr>}`: every rate window of a client counted per IP, and its `ip_ceiling`.
- * - `{t:<team>}`: a team's monthly counter and its admin override, together, so the script
- *   reads the override in the slot it charges.
+ * - `{t:<team>}`: a team's monthly ledger (its month's count and its days, one hash), its
+ *   credits, its notices and its quota set through the admin API, together, so the script
+ *   reads the quota in the slot it charges, and a credit re-arms the notices in one call.
  * A request on a team's base therefore spans two slots ({b:} and {t:}), and one with an
  * `ip_ceiling` spans {b:} and {ip:}. The Redis store checks such a request slot by slot and
  * refunds the earlier slots when a later one refuses (limiter/redis-store.ts): that can only
@@ -36,10 +37,25 @@ export const keys = {
   rule: (subject: string, rule: string, windowMs: number) =>
     `${subject}:rule:${rule}:${windowMs}${L}`,
   ipCeiling: (ipKey: string, windowMs: number) => `{ip:${ipKey}}:ceiling:${windowMs}${L}`,
-  teamMonth: (team: string, monthId: string) => `{t:${team}}:month:${monthId}`,
+  /**
+   * SPEC §5 "One ledger": a team's month, one hash: `used`, `d<DD>` (calls per day), `c<DD>`
+   * (credited per day), `q` (the quota at the last charge), `s:<process>` (late batches seen).
+   * Named `ledger` where 0.5 had `month` (a counter): the two generations never share a key.
+   */
+  ledger: (team: string, monthId: string) => `{t:${team}}:ledger:${monthId}`,
+  /** SPEC §5 credits of a team's month, a list of entries (JSON), oldest first. */
+  credits: (team: string, monthId: string) => `{t:${team}}:credits:${monthId}`,
+  /** A team's quota set through the admin API (its `quota` field), and its other changes. */
   teamChange: (team: string) => `{t:${team}}:team`,
-  /** SPEC §5 usage over time: a subject's (`b:<uuid>` or `t:<team>`) calls per day of a month. */
+  /** SPEC §5 usage over time: a base's (`b:<uuid>`) calls per day of a month. */
   usageDays: (subject: string, monthId: string) => `{u:${subject}}:days:${monthId}`,
+  /**
+   * SPEC §5 export: the bases with calls in a month, a set in 16 shards (by the UUID's first
+   * digit), so one month of many bases is neither one large key nor one busy Cluster slot.
+   */
+  usageIndex: (monthId: string, uuid: string) => `{u:index:${uuid[0]}}:${monthId}`,
+  usageIndexes: (monthId: string): string[] =>
+    [...'0123456789abcdef'].map((x) => `{u:index:${x}}:${monthId}`),
   /** SPEC §5 notices: (team, month, threshold) was said, once for every instance. */
   notice: (team: string, monthId: string, threshold: number) =>
     `{t:${team}}:notice:${monthId}:${threshold}`,

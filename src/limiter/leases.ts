@@ -2,11 +2,15 @@ import { systemClock, type Clock, type Timer } from '../clock.js'
 import {
   BUCKETS_PER_WINDOW,
   windowMsOf,
+  type BatchId,
   type Charge,
+  type CreditEntry,
   type Decision,
   type GiveBack,
+  type LedgerBatch,
+  type LedgerMonth,
+  type LedgerRef,
   type LimiterStore,
-  type MonthlyCharge,
   type WindowState,
 } from '../types.js'
 
@@ -368,7 +372,7 @@ export class LeasingStore implements LimiterStore {
     lease.timer = null
     const units = lease.units
     lease.units = 0
-    if (units === 0 || this.inner.giveBack === undefined) return Promise.resolve()
+    if (units === 0) return Promise.resolve()
     this.opts.observe?.returned(units)
     const batch = (this.batch ??= this.newBatch())
     batch.uses.push({ charge: lease.charge, units, atMs: lease.grantAtMs })
@@ -405,7 +409,7 @@ export class LeasingStore implements LimiterStore {
    * of this turn of the event loop: a burst of sheds costs one script call.
    */
   giveBack(uses: readonly GiveBack[]): Promise<void> {
-    if (this.inner.giveBack === undefined || uses.length === 0) return Promise.resolve()
+    if (uses.length === 0) return Promise.resolve()
     const clockNow = this.clock.monotonic()
     let batch: GiveBackBatch | null = null
     for (const u of uses) {
@@ -433,10 +437,24 @@ export class LeasingStore implements LimiterStore {
     return batch.sent
   }
 
-  /** A month takes no lease: a credit is the inner store's. */
-  credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
-    if (this.inner.credit === undefined) return Promise.reject(new Error('no credit here'))
-    return this.inner.credit(charge, calls)
+  /** A month takes no lease: its ledger, credits and notices are the inner store's. */
+  credit(
+    ref: LedgerRef,
+    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
+  ): Promise<CreditEntry> {
+    return this.inner.credit(ref, c)
+  }
+
+  readLedger(ref: LedgerRef): Promise<LedgerMonth> {
+    return this.inner.readLedger(ref)
+  }
+
+  addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
+    return this.inner.addToLedger(batch, id)
+  }
+
+  claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean> {
+    return this.inner.claimNotice(ref, threshold, token)
   }
 
   /** Settles once every give-back sent or waiting now has been answered. */

@@ -1,14 +1,30 @@
 import {
   BUCKETS_PER_WINDOW,
+  type BatchId,
   type Charge,
+  type CreditEntry,
   type Decision,
   type GiveBack,
+  type LedgerBatch,
+  type LedgerMonth,
+  type LedgerRef,
   type LimiterStore,
   type MonthlyCharge,
   type SlidingCharge,
   type RuleCharge,
 } from '../types.js'
 import { admitNothing, toWindowState } from './decision.js'
+import { keys } from './keys.js'
+
+/** SPEC §5 "One ledger", in this process: a team's month and its days, changed together. */
+interface Ledger extends LedgerMonth {
+  /** The last batch of late calls each process wrote here (batch/recorder.ts). */
+  seen: Map<string, number>
+  expiresAtMs: number
+}
+
+/** Kept as long as Redis keeps them: 400 days past the month's end. */
+const LEDGER_KEEP_MS = 400 * 86_400_000
 
 // The same bucketed sliding window as lua/check.lua, in this process only. The contract
 // suite (test/limiter/store-contract.ts) holds both to one behaviour.
@@ -28,6 +44,9 @@ interface Scan {
 
 export class MemoryStore implements LimiterStore {
   private readonly entries = new Map<string, Entry>()
+  private readonly ledgers = new Map<string, Ledger>()
+  /** Notice claims: `key` → the claimant's token. */
+  private readonly notices = new Map<string, string>()
   private nextSweepMs = 0
 
   /** Every decision is local: always answered now. */
@@ -83,19 +102,100 @@ export class MemoryStore implements LimiterStore {
     if (s.resetAtMs === 0) s.resetAtMs = (s.current + 1) * bucketMs + c.windowMs
   }
 
-  private chargeCalendar(c: MonthlyCharge): void {
-    let e = this.entries.get(c.key)
-    if (!e) {
-      e = { buckets: new Map(), expiresAtMs: c.endMs + 86_400_000 }
-      this.entries.set(c.key, e)
+  private ledger(key: string, endMs: number): Ledger {
+    let l = this.ledgers.get(key)
+    if (l === undefined) {
+      l = {
+        used: 0,
+        days: new Map(),
+        credited: new Map(),
+        quota: null,
+        credits: [],
+        seen: new Map(),
+        expiresAtMs: endMs + LEDGER_KEEP_MS,
+      }
+      this.ledgers.set(key, l)
     }
-    e.buckets.set(0, (e.buckets.get(0) ?? 0) + 1)
+    return l
   }
 
-  /** A calendar window: one counter for the period, reset at its end (the key's name changes). */
+  /** SPEC §5: the month and its day in one write, with the quota in force. */
+  private chargeCalendar(c: MonthlyCharge): void {
+    const l = this.ledger(c.key, c.endMs)
+    l.used++
+    l.days.set(c.day, (l.days.get(c.day) ?? 0) + 1)
+    l.quota = c.limit
+  }
+
+  /** A calendar window: the ledger's count for the period (the key's name changes with it). */
   private scanCalendar(c: MonthlyCharge): Scan {
-    const used = this.entries.get(c.key)?.buckets.get(0) ?? 0
+    const used = this.ledgers.get(c.key)?.used ?? 0
     return { used, resetAtMs: c.endMs, retryAtMs: used + 1 > c.limit ? c.endMs : 0, current: 0 }
+  }
+
+  /**
+   * SPEC §5 on_error open: the fallback starts a month from the last count the shared store
+   * showed this process, so a team known to be used up stays refused (never counts down).
+   */
+  seedMonth(c: MonthlyCharge, used: number): void {
+    const l = this.ledger(c.key, c.endMs)
+    if (used > l.used) l.used = used
+  }
+
+  async credit(
+    ref: LedgerRef,
+    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
+  ): Promise<CreditEntry> {
+    const l = this.ledger(keys.ledger(ref.team, ref.month), ref.endMs)
+    const before = l.used
+    const calls = Math.min(before, c.calls)
+    l.used -= calls
+    if (calls > 0) l.credited.set(c.day, (l.credited.get(c.day) ?? 0) + calls)
+    const entry: CreditEntry = {
+      atMs: c.atMs,
+      calls,
+      asked: c.calls,
+      note: c.note,
+      before,
+      after: l.used,
+    }
+    l.credits.push(entry)
+    if (l.used * 5 < c.quota * 4) this.notices.delete(keys.notice(ref.team, ref.month, 80))
+    if (l.used < c.quota) this.notices.delete(keys.notice(ref.team, ref.month, 100))
+    return entry
+  }
+
+  async readLedger(ref: LedgerRef): Promise<LedgerMonth> {
+    const l = this.ledgers.get(keys.ledger(ref.team, ref.month))
+    if (l === undefined)
+      return { used: 0, days: new Map(), credited: new Map(), quota: null, credits: [] }
+    const { used, quota } = l
+    return {
+      used,
+      quota,
+      days: new Map(l.days),
+      credited: new Map(l.credited),
+      credits: [...l.credits],
+    }
+  }
+
+  async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
+    for (const [key, { ref, days }] of batch) {
+      const l = this.ledger(key, ref.endMs)
+      if ((l.seen.get(id.instance) ?? 0) >= id.seq) continue
+      for (const [day, n] of days) {
+        l.days.set(day, (l.days.get(day) ?? 0) + n)
+        l.used += n
+      }
+      l.seen.set(id.instance, id.seq)
+    }
+  }
+
+  async claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean> {
+    const k = keys.notice(ref.team, ref.month, threshold)
+    const had = this.notices.get(k)
+    if (had === undefined) this.notices.set(k, token)
+    return had === undefined || had === token
   }
 
   private scan(c: SlidingCharge | RuleCharge, nowMs: number): Scan {
@@ -137,11 +237,19 @@ export class MemoryStore implements LimiterStore {
    */
   async giveBack(uses: readonly GiveBack[]): Promise<void> {
     for (const u of uses) {
-      const e = this.entries.get(u.charge.key)
-      if (e === undefined || u.units <= 0) continue
       const c = u.charge
-      const bucket =
-        c.kind === 'monthly' ? 0 : Math.floor(u.atMs / (c.windowMs / BUCKETS_PER_WINDOW))
+      if (c.kind === 'monthly') {
+        // The month and its day go back together (SPEC §5: used = days - credits).
+        const l = this.ledgers.get(c.key)
+        const onDay = l?.days.get(c.day) ?? 0
+        if (l === undefined || u.units <= 0 || onDay < u.units || l.used < u.units) continue
+        l.used -= u.units
+        l.days.set(c.day, onDay - u.units)
+        continue
+      }
+      const e = this.entries.get(c.key)
+      if (e === undefined || u.units <= 0) continue
+      const bucket = Math.floor(u.atMs / (c.windowMs / BUCKETS_PER_WINDOW))
       const held = e.buckets.get(bucket) ?? 0
       if (held < u.units) continue
       if (held === u.units) e.buckets.delete(bucket)
@@ -149,19 +257,12 @@ export class MemoryStore implements LimiterStore {
     }
   }
 
-  async credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
-    const e = this.entries.get(charge.key)
-    const before = e?.buckets.get(0) ?? 0
-    const after = Math.max(0, before - calls)
-    if (e !== undefined) e.buckets.set(0, after)
-    return { before, after }
-  }
-
   /** Idle keys expire, as Redis's PEXPIRE does; one pass at most every second. */
   private sweep(nowMs: number): void {
     if (nowMs < this.nextSweepMs) return
     this.nextSweepMs = nowMs + 1000
     for (const [key, e] of this.entries) if (e.expiresAtMs <= nowMs) this.entries.delete(key)
+    for (const [key, l] of this.ledgers) if (l.expiresAtMs <= nowMs) this.ledgers.delete(key)
   }
 
   async ready(): Promise<boolean> {
@@ -170,6 +271,7 @@ export class MemoryStore implements LimiterStore {
 
   async close(): Promise<void> {
     this.entries.clear()
+    this.ledgers.clear()
   }
 }
 

@@ -4,28 +4,35 @@ import type { Cluster, Redis } from 'ioredis'
 import {
   BUCKETS_PER_WINDOW,
   windowMsOf,
+  type BatchId,
   type Charge,
   type ConsumeOptions,
+  type CreditEntry,
   type Decision,
   type GiveBack,
-  type MonthlyCharge,
+  type LedgerBatch,
+  type LedgerMonth,
+  type LedgerRef,
   type LimiterStore,
 } from '../types.js'
+import { keys } from './keys.js'
 import { systemClock, type Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
 import { TurnBatch } from './turn-batch.js'
+
+/** SPEC §5: days are kept 400 days (a ledger: past its month's end). */
+export const LEDGER_KEEP_DAYS = 400
 
 const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
 const PRELUDE = lua('prelude')
 /** One script per purpose, each on the shared prelude (fastify-rate-limit's `{ increment, read }`). */
 export const CHECK = PRELUDE + lua('check')
 const GIVE_BACK = PRELUDE + lua('give-back')
-/** SPEC §5 credit: a month's counter lowered by ARGV[1], never below zero; { before, after }. */
-const CREDIT = `local v = tonumber(redis.call('GET', KEYS[1]) or '0')
-local n = math.min(v, tonumber(ARGV[1]))
-if n > 0 then redis.call('DECRBY', KEYS[1], n) end
-return { v, v - n }`
+/** SPEC §5: a credit kept as an entry, and the team's late calls written once per batch. */
+const CREDIT = lua('credit')
+const LEDGER_ADD = lua('ledger-add')
+const CLAIM_NOTICE = lua('claim-notice')
 
 type Script = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>
 /** A client with the scripts defined on it, by command name. */
@@ -104,6 +111,8 @@ export class RedisStore implements LimiterStore {
     client.defineCommand(check.command, { lua: check.lua })
     client.defineCommand('basegateGiveBack', { lua: GIVE_BACK })
     client.defineCommand('basegateCredit', { lua: CREDIT })
+    client.defineCommand('basegateLedgerAdd', { lua: LEDGER_ADD })
+    client.defineCommand('basegateClaimNotice', { lua: CLAIM_NOTICE })
     this.client = client as ScriptClient
     this.clock = opts.clock ?? systemClock
   }
@@ -221,23 +230,23 @@ export class RedisStore implements LimiterStore {
     }
   }
 
-  /** Keys in KEYS order, and the index (1-based) of each monthly window's override key. */
-  private keysOf(charges: readonly Charge[]): { keys: string[]; overrideAt: number[] } {
+  /** Keys in KEYS order, and the index (1-based) of each monthly window's team quota key. */
+  private keysOf(charges: readonly Charge[]): { keys: string[]; quotaAt: number[] } {
     const prefix = this.opts.prefix
     const n = charges.length
     const keys: string[] = new Array(n)
-    const overrideAt: number[] = new Array(n)
+    const quotaAt: number[] = new Array(n)
     for (let i = 0; i < n; i++) keys[i] = prefix + charges[i]!.key
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
-      overrideAt[i] = 0
+      quotaAt[i] = 0
       if (c.kind !== 'monthly') continue
-      const full = prefix + c.limitKey
+      const full = prefix + c.quotaKey
       let at = keys.indexOf(full, n)
       if (at === -1) at = keys.push(full) - 1
-      overrideAt[i] = at + 1 // Lua's KEYS is 1-based
+      quotaAt[i] = at + 1 // Lua's KEYS is 1-based
     }
-    return { keys, overrideAt }
+    return { keys, quotaAt }
   }
 
   private async call(script: string, keys: string[], argv: (string | number)[]): Promise<number[]> {
@@ -280,7 +289,7 @@ export class RedisStore implements LimiterStore {
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
-    const { keys, overrideAt } = this.keysOf(charges)
+    const { keys, quotaAt } = this.keysOf(charges)
     const clock = this.checkClock()
     const deadline = !opts.peek && clock.deadlines && Boolean(this.opts.timeoutMs)
     if (deadline) await this.ensureOffset()
@@ -291,9 +300,11 @@ export class RedisStore implements LimiterStore {
     const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0]
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
-      const endMs = c.kind === 'monthly' ? c.endMs : 0
+      const monthly = c.kind === 'monthly'
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
-      argv.push(c.limit, windowMsOf(c), endMs, overrideAt[i]!, shadow, opts.asks?.get(c.key) ?? 0)
+      const ask = opts.asks?.get(c.key) ?? 0
+      argv.push(c.limit, windowMsOf(c), monthly ? c.endMs : 0, quotaAt[i]!, shadow, ask)
+      argv.push(monthly ? `d${c.day}` : '')
     }
     for (const a of clock.args(nowMs)) argv.push(a)
     const { raw, sentMs } = await this.runCheck(keys, argv, deadline)
@@ -362,13 +373,63 @@ export class RedisStore implements LimiterStore {
     return this.offsetKnown && ms ? this.storeNowMs(sentMs) + ms : 0
   }
 
-  async credit(charge: MonthlyCharge, calls: number): Promise<{ before: number; after: number }> {
-    const [before, after] = await this.call(
-      'basegateCredit',
-      [this.opts.prefix + charge.key],
-      [calls]
-    )
-    return { before: before!, after: after! }
+  async credit(
+    ref: LedgerRef,
+    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
+  ): Promise<CreditEntry> {
+    const p = this.opts.prefix
+    const ks = [
+      p + keys.ledger(ref.team, ref.month),
+      p + keys.credits(ref.team, ref.month),
+      p + keys.notice(ref.team, ref.month, 80),
+      p + keys.notice(ref.team, ref.month, 100),
+    ]
+    const argv = [c.calls, `c${c.day}`, c.quota, c.atMs, c.note ?? '', keepUntil(ref)]
+    const [before, after] = await this.call('basegateCredit', ks, argv)
+    const entry = { atMs: c.atMs, calls: before! - after!, asked: c.calls, note: c.note }
+    return { ...entry, before: before!, after: after! }
+  }
+
+  async readLedger(ref: LedgerRef): Promise<LedgerMonth> {
+    const p = this.opts.prefix
+    const [fields, list] = await Promise.all([
+      this.timed(this.client.hgetall(p + keys.ledger(ref.team, ref.month))),
+      this.timed(this.client.lrange(p + keys.credits(ref.team, ref.month), 0, -1)),
+    ])
+    return ledgerOf(fields, list)
+  }
+
+  async claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean> {
+    const key = this.opts.prefix + keys.notice(ref.team, ref.month, threshold)
+    // Kept a day past the month's end, so a late instance cannot say it again.
+    const won = (await this.call(
+      'basegateClaimNotice',
+      [key],
+      [token, ref.endMs + 86_400_000]
+    )) as unknown
+    return won === 1
+  }
+
+  /** ledger-add.lua on each ledger of the batch: a pipeline, or one call per key on a Cluster. */
+  async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
+    const calls: { keys: string[]; argv: (string | number)[] }[] = []
+    for (const [key, { ref, days }] of batch) {
+      const argv: (string | number)[] = [id.instance, id.seq, keepUntil(ref)]
+      for (const [day, n] of days) argv.push(`d${day}`, n)
+      calls.push({ keys: [this.opts.prefix + key], argv })
+    }
+    if (calls.length === 0) return
+    if (this.opts.cluster) {
+      await Promise.all(calls.map((c) => this.call('basegateLedgerAdd', c.keys, c.argv)))
+      return
+    }
+    const pipeline = this.client.pipeline() as unknown as ScriptPipeline
+    for (const c of calls) pipeline['basegateLedgerAdd']!(1, ...c.keys, ...c.argv)
+    const results = await this.timed(pipeline.exec())
+    const failed = (results ?? []).find(([err]) => err !== null)
+    if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
+    if ((results ?? []).length < calls.length)
+      throw new StoreError('redis: the pipeline was cut short')
   }
 
   /** give-back.lua on one slot's windows; see its header for the arguments. */
@@ -376,7 +437,10 @@ export class RedisStore implements LimiterStore {
     if (uses.length === 0) return
     const keys = uses.map((u) => this.opts.prefix + u.charge.key)
     const argv: (string | number)[] = [BUCKETS_PER_WINDOW]
-    for (const u of uses) argv.push(windowMsOf(u.charge), u.atMs, u.units)
+    for (const u of uses) {
+      const c = u.charge
+      argv.push(windowMsOf(c), u.atMs, u.units, c.kind === 'monthly' ? `d${c.day}` : '')
+    }
     await this.call('basegateGiveBack', keys, argv)
   }
 
@@ -416,6 +480,38 @@ function merge(n: number, groups: number[][], parts: Decision[]): Decision {
     groups[g]!.forEach((i, j) => (windows[i] = part.windows[j]))
   }
   return { allowed, windows, nowMs: parts[0]!.nowMs, storeMs: parts[0]?.storeMs }
+}
+
+/** When a month's ledger and credits go: KEEP_DAYS after its end (SPEC §5: 400 days). */
+export function keepUntil(ref: LedgerRef): number {
+  return ref.endMs + LEDGER_KEEP_DAYS * 86_400_000
+}
+
+/** A ledger's hash and credits list as the store returned them. */
+export function ledgerOf(fields: Record<string, string>, credits: readonly string[]): LedgerMonth {
+  const days = new Map<string, number>()
+  const credited = new Map<string, number>()
+  for (const [f, v] of Object.entries(fields)) {
+    if (f.length === 3 && f[0] === 'd') days.set(f.slice(1), Number(v))
+    else if (f.length === 3 && f[0] === 'c') credited.set(f.slice(1), Number(v))
+  }
+  return {
+    used: Number(fields.used ?? 0),
+    days,
+    credited,
+    quota: fields.q === undefined ? null : Number(fields.q),
+    credits: credits.map((text) => {
+      const e = JSON.parse(text) as Record<string, unknown>
+      return {
+        atMs: Number(e.at),
+        calls: Number(e.calls),
+        asked: Number(e.asked),
+        note: typeof e.note === 'string' ? e.note : null,
+        before: Number(e.before),
+        after: Number(e.after),
+      }
+    }),
+  }
 }
 
 function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {

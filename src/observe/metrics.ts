@@ -241,6 +241,17 @@ export class Metrics {
       if (s !== null) this.upstreamShareWaiting.set(s.waiting)
     },
   })
+  /** Read at each scrape: bases the in-memory usage store forgot to stay within its bound. */
+  private usageForgotten: () => number = () => 0
+  readonly usageBasesForgotten = new Gauge({
+    name: 'basegate_usage_bases_forgotten_total',
+    help: 'Bases whose day counts the in-memory usage store forgot (the one written longest ago first) to stay within its bound of 50,000 (SPEC §5; Redis keeps every base 400 days)',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      this.usageBasesForgotten.set(this.usageForgotten())
+    },
+  })
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',
@@ -362,6 +373,11 @@ export class Metrics {
   /** Where the held-body gauges are read from (the size room's budget). */
   watchHeldBodies(held: () => { memory: number; disk: number }): void {
     this.heldBodies = held
+  }
+
+  /** Where basegate_usage_bases_forgotten_total is read from (the in-memory usage store). */
+  watchUsageForgotten(forgotten: () => number): void {
+    this.usageForgotten = forgotten
   }
 
   /** Where basegate_connections_open is read from (the proxy port's caps). */

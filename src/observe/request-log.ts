@@ -9,8 +9,6 @@ import { peerAddress } from '../request/client-ip.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
 import type { UsageSummary } from './summary.js'
-import type { MonthlyNotices } from '../usage/notices.js'
-import type { UsageRecorder } from '../usage/recorder.js'
 import type { StatusRecorder, UpstreamSeen } from './status-recorder.js'
 import type { Span, Tracer } from '@opentelemetry/api'
 import { endWith, pastChild } from './tracing.js'
@@ -182,8 +180,6 @@ type CountDeps = {
   metrics?: Metrics
   summary?: UsageSummary
   status?: StatusRecorder
-  usage?: UsageRecorder
-  notices?: MonthlyNotices
   clock: Clock
 }
 
@@ -195,13 +191,7 @@ function count(f: Finished, deps: CountDeps, httpStatus: number): void {
   const cls = adm?.classification.cls ?? 'unknown'
   const o = f.outcome
   const nowMs = deps.clock.now()
-  if (adm !== null) {
-    summary?.record(adm.classification.key)
-    // SPEC §5 usage over time: a base's call that was charged (admitted and not given back).
-    const key = adm.classification.key
-    if (adm.refused === null && !f.begun.givenBack && key.startsWith('base:'))
-      deps.usage?.record(key.slice(5), adm.classification.team, nowMs)
-  }
+  if (adm !== null) summary?.record(adm.classification.key)
   status?.record(
     cls,
     f.dryRun !== null && o.kind === 'forwarded' ? 'dry_run' : o.kind,
@@ -209,10 +199,7 @@ function count(f: Finished, deps: CountDeps, httpStatus: number): void {
     nowMs,
     upstreamSeen(o)
   )
-  if (m !== null && m.used !== null) {
-    summary?.recordMonthly(m.team, m.used, m.quota)
-    deps.notices?.seen(m.team, m.used, m.quota, nowMs)
-  }
+  if (m !== null && m.used !== null) summary?.recordMonthly(m.team, m.used, m.quota)
   if (metrics) {
     metrics.countRequest(cls, o.kind, f.dryRun !== null, httpStatus)
     if (o.kind === 'shed') metrics.sheds.labels(cls).inc()

@@ -12,6 +12,8 @@ import { StatusRecorder } from '../observe/status-recorder.js'
 import { startTracing, type Tracing } from '../observe/tracing.js'
 import type { Config } from '../types.js'
 import type { Runtime } from './runtime.js'
+import { TroubleLog } from '../observe/trouble.js'
+import { instanceId } from '../batch/recorder.js'
 
 // What every basegate process holds, whatever its role (serving alone, a primary, a worker).
 
@@ -35,18 +37,20 @@ export interface Core {
   reload(source: string): ReturnType<ConfigHolder['reload']>
   /** Run after every reload that applied (the proxy re-reads its TLS files). */
   afterReload: (() => void)[]
+  /** Store trouble, said once a minute per kind and once when it is over (issue #40 item 9). */
+  trouble: TroubleLog
+  /** This process's id in the store's batches (batch/recorder.ts). */
+  instance: string
 }
 
 /** Team and override changes made through any instance's admin API (kept in the store). */
 export async function refreshTeams(
-  core: Pick<Core, 'holder' | 'stores' | 'logger'>
+  core: Pick<Core, 'holder' | 'stores' | 'trouble'>
 ): Promise<void> {
   const err = await core.holder.tryRefreshTeams(core.stores.changes)
-  if (err !== null)
-    core.logger.warn(
-      { err },
-      'team changes could not be read from the store; the file values apply'
-    )
+  const what = 'team changes could not be read from the store'
+  if (err !== null) core.trouble.failed(what, 'the last ones read (or the file values) apply', err)
+  else core.trouble.back(what, 'they are read again')
 }
 
 /**
@@ -134,6 +138,13 @@ export async function bootCore(
     serverVersion,
     draining: false,
     afterReload: [] as (() => void)[],
+    trouble: new TroubleLog({
+      logger,
+      store: storeAddress(config.store),
+      connectionError: () => stores.connectionError(),
+      clock: runtime.clock,
+    }),
+    instance: instanceId(),
   }
   const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
   await waitForStore(stores, config, logger, runtime.clock)

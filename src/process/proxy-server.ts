@@ -8,6 +8,8 @@ import { createServer as createTlsServer, type Server as TlsServer } from 'node:
 import { createGateway, type Gateway } from '../app.js'
 import { UpgradeRecorder } from '../history/report-store.js'
 import { MonthlyNotices } from '../usage/notices.js'
+import { LedgerRecorder } from '../usage/ledger-recorder.js'
+import { storeAddress } from '../limiter/redis-client.js'
 import { MAX_SUBJECTS, UsageRecorder } from '../usage/recorder.js'
 import { holdContinue } from '../http/continue.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
@@ -28,6 +30,12 @@ export interface Proxy {
   recorder: UpgradeRecorder
   /** SPEC §5: this process's calls per day, batched to the store. */
   usage: UsageRecorder
+  /** SPEC §5: team calls no rate-limit script put in the ledger, batched to the store. */
+  ledger: LedgerRecorder
+  /** SPEC §5: the month's 80 % and 100 % lines. */
+  notices: MonthlyNotices
+  /** Store trouble, and what a stop could not write. */
+  core: Core
   forwarder: Forwarder
   gateway: Gateway
   server: Server
@@ -98,40 +106,57 @@ function createProxyServer(config: Config, gateway: Gateway, caps: ConnectionCap
   return proxy
 }
 
-/** SPEC §5: this process's calls per day, written every usageFlushMs (≤ 5 s), and the month's notices. */
-function usageOf(core: Core): { usage: UsageRecorder; notices: MonthlyNotices } {
+/** The recorders' options: this process's id, its clock, and store trouble said once a minute. */
+function recorderOptions(core: Core, what: string, then: string) {
+  return {
+    instance: core.instance,
+    clock: core.runtime.clock,
+    onError: (err: unknown) => core.trouble.failed(`${what} could not be written`, then, err),
+    onBack: () => core.trouble.back(`${what} could not be written`, 'what was held is written'),
+  }
+}
+
+const KEPT = 'kept, and written when the store answers'
+
+/**
+ * SPEC §5, §8: this process's batched counts (a base's days, a team's late calls, the upgrade
+ * report), written every few seconds (≤ 5 s), and the month's notices.
+ */
+function recordersOf(core: Core) {
   const timezone = () => core.holder.current.config.monthly.timezone
   const usage = new UsageRecorder(core.stores.usage, {
+    ...recorderOptions(core, 'usage day counts', KEPT),
     timezone,
-    clock: core.runtime.clock,
-    onError: (err) =>
-      core.logger.warn({ err }, 'usage day counts could not be written; kept for the next try'),
     onDropped: (calls) =>
       core.logger.warn(
         { calls, max_bases: MAX_SUBJECTS },
         'usage day counts: calls of bases past the per-interval bound were not counted by base'
       ),
   })
-  usage.start(core.runtime.usageFlushMs)
-  const notices = new MonthlyNotices(core.stores.usage, core.logger, timezone, (err) =>
-    core.logger.warn({ err }, 'a monthly quota notice could not be decided; asked again later')
+  const ledger = new LedgerRecorder(
+    core.stores.store,
+    recorderOptions(core, "teams' monthly calls", `${KEPT} (the month catches up then)`)
   )
-  return { usage, notices }
+  const recorder = new UpgradeRecorder(
+    core.stores.report,
+    recorderOptions(core, 'upgrade report counts', KEPT)
+  )
+  usage.start(core.runtime.usageFlushMs)
+  ledger.start(core.runtime.usageFlushMs)
+  recorder.start(core.runtime.reportFlushMs)
+  const noticeTrouble = 'a monthly quota notice could not be decided'
+  const notices = new MonthlyNotices(core.stores.store, core.logger, {
+    token: core.instance,
+    clock: core.runtime.clock,
+    onError: (err) => core.trouble.failed(noticeTrouble, 'asked again every 5 s', err),
+    onBack: () => core.trouble.back(noticeTrouble, 'notices are decided again'),
+  })
+  return { usage, ledger, recorder, notices }
 }
 
 export function createProxy(core: Core): Proxy {
   const config = core.holder.current.config
-  const recorder = new UpgradeRecorder(
-    core.stores.report,
-    (err) =>
-      core.logger.warn(
-        { err },
-        'upgrade report counts could not be written; kept for the next try'
-      ),
-    core.runtime.clock
-  )
-  recorder.start(core.runtime.reportFlushMs)
-  const { usage, notices } = usageOf(core)
+  const { usage, ledger, recorder, notices } = recordersOf(core)
   const forwarder = createForwarder({
     clock: core.runtime.clock,
     url: config.upstream.url,
@@ -149,6 +174,7 @@ export function createProxy(core: Core): Proxy {
     summary: core.summary,
     status: core.status,
     usage,
+    ledger,
     notices,
     tracer: core.tracing?.tracer ?? null,
     clock: core.runtime.clock,
@@ -186,6 +212,9 @@ export function createProxy(core: Core): Proxy {
   return {
     recorder,
     usage,
+    ledger,
+    notices,
+    core,
     forwarder,
     gateway,
     server,
@@ -223,8 +252,29 @@ export async function drainProxy(p: Proxy): Promise<void> {
     sleep(clock, CLOSE_POOL_MS).then(() => false),
   ])
   if (!closed) await p.forwarder.destroy().catch(() => {})
-  await p.recorder.stop().catch(() => {})
-  await p.usage.stop().catch(() => {})
+  await stopRecorders(p)
+}
+
+/** How long a stop waits for the store to take what the recorders hold. */
+const FINAL_WRITE_MS = 3_000
+
+/**
+ * SIGTERM (issue #40 item 9): what the recorders hold is written before the exit, trying for
+ * FINAL_WRITE_MS while the store does not answer; what could not be is said, not kept quiet.
+ */
+async function stopRecorders(p: Proxy): Promise<void> {
+  p.notices.stop()
+  const [report, days, ledger] = await Promise.all([
+    p.recorder.stop(FINAL_WRITE_MS).catch(() => -1),
+    p.usage.stop(FINAL_WRITE_MS).catch(() => -1),
+    p.ledger.stop(FINAL_WRITE_MS).catch(() => -1),
+  ])
+  const lost = { usage_day_counts: days, team_monthly_calls: ledger, upgrade_report: report }
+  if (days !== 0 || ledger !== 0 || report !== 0)
+    p.core.logger.warn(
+      { ...lost, store: storeAddress(p.core.holder.current.config.store) },
+      `stopping: the store did not take what was held within ${FINAL_WRITE_MS} ms; these calls are not in its counts`
+    )
 }
 
 export { DRAIN_MS }

@@ -19,7 +19,8 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   const core = await bootCore(cli, config, runtime, createLogger({ level: runtime.logLevel }))
   const proxy = createProxy(core)
   const admin = createAdmin(core, {
-    flush: async () => void (await Promise.all([proxy.recorder.flush(), proxy.usage.flush()])),
+    flush: async () =>
+      void (await Promise.all([proxy.recorder.flush(), proxy.usage.flush(), proxy.ledger.flush()])),
     protect: async () => proxy.gateway.protector.state(),
     counts: async () => core.status.counts(core.runtime.clock.now()),
   })

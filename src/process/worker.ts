@@ -39,7 +39,8 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (what === 'protect') return running.proxy.gateway.protector.state()
       if (what === 'status')
         return running.core.status.counts(running.core.runtime.clock.now(), 200)
-      await Promise.all([running.proxy.recorder.flush(), running.proxy.usage.flush()])
+      const p = running.proxy
+      await Promise.all([p.recorder.flush(), p.usage.flush(), p.ledger.flush()])
       return true
     },
     // The primary sends connections only once this worker said it serves (below).

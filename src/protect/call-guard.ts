@@ -43,7 +43,7 @@ export class CallGuard {
   private giveBack(admission: Admission): Promise<void> | null {
     const store = this.deps.store
     const uses = chargedUses(admission)
-    if (uses.length === 0 || store.giveBack === undefined) return null
+    if (uses.length === 0) return null
     return store.giveBack(uses).catch((err: unknown) => this.deps.onGiveBackError?.(err))
   }
 

@@ -11,6 +11,7 @@ import { delayMsOf, type Delayer } from '../protect/delay.js'
 import type { UpstreamShares } from '../protect/upstream-shares.js'
 import { sizeCheckFor } from '../size/actions.js'
 import { sizedBody, sizedQuery, STREAMED, type SizeDeps, type SizedBody } from '../size/body.js'
+import type { Account } from './accounting.js'
 import { grow, upstreamMsOf, type Arrived, type Bodied, type Next, type Passed } from './call.js'
 
 // The steps of a call's story, each on the record of its floor (spine/call.ts). Plain requests
@@ -31,6 +32,8 @@ export interface Flow {
   sizeDeps: SizeDeps
   /** SPEC §4: each client's share of the upstream pool. */
   shares: UpstreamShares
+  /** SPEC §5: what a call adds to the usage and the ledger, and its month's notices. */
+  account: Account
 }
 
 /** Frees what the call holds, each once: slot, upstream share, key's place, held body. */
@@ -59,6 +62,7 @@ export function end(call: Arrived, flow: Flow, outcome: Outcome): void {
   if (call.ended) return
   call.ended = true
   release(call, flow, upstreamMsOf(outcome))
+  flow.account(call.gate?.admission ?? null, call.givenBack, flow.clock.now())
   flow.finish(call.gate, call, outcome, call.dryRun)
 }
 

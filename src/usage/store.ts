@@ -1,34 +1,34 @@
+import { readFileSync } from 'node:fs'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
+import { StoreError } from '../limiter/store-error.js'
 import { addDays, daysBetween } from '../quota/month.js'
+import type { BatchId } from '../types.js'
 
-// SPEC §5 "usage over time": admitted calls per day, per team and per base, kept 400 days and
-// shared by every instance (they add up). In Redis one hash per subject and month, a field per
-// day of the month: a base or team costs at most 14 small hashes whatever its traffic.
+// SPEC §5 "usage over time" for bases: admitted calls per day and base, kept 400 days and
+// shared by every instance (they add up); a team's days are its ledger's (limiter/, SPEC §5
+// "One ledger"). In Redis one hash per base and month, a field per day: a base costs at most
+// 14 small hashes whatever its traffic, and a set per month names the bases that had calls
+// (the export's list). Every write is once per batch id (batch/recorder.ts).
 
 /** How long a day's count is kept: 400 days after its month ended (SPEC §5). */
 export const KEEP_DAYS = 400
 const DAY_MS = 86_400_000
-/** Subjects written per pipeline. */
+/** Bases written per pipeline. */
 const CHUNK = 1000
+/** The in-memory store keeps at most this many bases (the Redis path's per-interval bound). */
+export const MEMORY_BASES = 50_000
 
-/** One flush: per day (YYYY-MM-DD), the calls per subject (`b:<uuid32>` or `t:<team>`). */
+/** One flush: per day (YYYY-MM-DD), the calls per base (32-hex UUID), and when its month ends. */
 export type UsageBatch = Map<string, { monthEndMs: number; counts: Map<string, number> }>
 
 export interface UsageStore {
-  /**
-   * Adds the batch's counts. Counts written are taken out of the batch as they go, so that when
-   * the write fails part way, what is left in it is what was not written (the recorder keeps
-   * that for the next write; nothing is counted twice).
-   */
-  add(batch: UsageBatch): Promise<void>
-  /** Calls per day of one subject over [from, to] (YYYY-MM-DD): days without calls are absent. */
-  read(subject: string, from: string, to: string): Promise<Map<string, number>>
-  /**
-   * SPEC §5 notices: true for the first caller, across every instance sharing the store, to
-   * claim (team, month, threshold); false for every later one.
-   */
-  claimNotice(team: string, month: string, threshold: number, expireAtMs: number): Promise<boolean>
+  /** Adds the batch's counts, once per batch id: a second write of the same id changes nothing. */
+  add(batch: UsageBatch, id: BatchId): Promise<void>
+  /** Calls per day of one base over [from, to] (YYYY-MM-DD): days without calls are absent. */
+  read(uuid: string, from: string, to: string): Promise<Map<string, number>>
+  /** The bases with calls in a month ("2026-11"), at most `max` (more: `more` is true). */
+  basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }>
 }
 
 /** The months (YYYY-MM) that [from, to] touches, in order. */
@@ -42,109 +42,163 @@ export function monthsOf(from: string, to: string): string[] {
   return out
 }
 
-interface Write {
-  counts: Map<string, number>
-  subject: string
-  key: string
-  field: string
-  n: number
-  expireAtMs: number
-}
-
-/** In this process (the in-memory deployment): the same counts, forgotten on restart. */
+/**
+ * In this process (the in-memory deployment): the same counts, forgotten on restart, and
+ * bounded (issue #40 item 5): at most MEMORY_BASES bases, the one written longest ago forgotten
+ * first, and no day past KEEP_DAYS.
+ */
 export class MemoryUsageStore implements UsageStore {
+  /** Base → day → calls; a Map keeps write order, so the first entry is the stalest base. */
   private readonly days = new Map<string, Map<string, number>>()
-  private readonly notices = new Set<string>()
+  private readonly seen = new Map<string, number>()
+  /** Bases forgotten to stay within the bound (basegate_usage_bases_forgotten_total). */
+  forgotten = 0
 
-  async add(batch: UsageBatch): Promise<void> {
+  constructor(private readonly maxBases = MEMORY_BASES) {}
+
+  async add(batch: UsageBatch, id: BatchId): Promise<void> {
+    // One process, one order of writes: a batch id this store has seen was applied whole.
+    if ((this.seen.get(id.instance) ?? 0) >= id.seq) return
+    this.seen.set(id.instance, id.seq)
     for (const [day, { counts }] of batch) {
-      for (const [subject, n] of counts) {
-        let byDay = this.days.get(subject)
-        if (byDay === undefined) this.days.set(subject, (byDay = new Map()))
+      for (const [uuid, n] of counts) {
+        let byDay = this.days.get(uuid)
+        if (byDay === undefined) {
+          byDay = new Map()
+          if (this.days.size >= this.maxBases) this.forgetStalest()
+        } else this.days.delete(uuid)
+        this.days.set(uuid, byDay)
         byDay.set(day, (byDay.get(day) ?? 0) + n)
-        // Days past the 400 go as the subject is written again.
         for (const d of byDay.keys()) if (daysBetween(d, day) > KEEP_DAYS + 31) byDay.delete(d)
       }
     }
   }
 
-  async read(subject: string, from: string, to: string): Promise<Map<string, number>> {
+  private forgetStalest(): void {
+    const stalest = this.days.keys().next().value
+    if (stalest === undefined) return
+    this.days.delete(stalest)
+    this.forgotten++
+  }
+
+  /** Bases held now (the bound's test). */
+  get size(): number {
+    return this.days.size
+  }
+
+  async read(uuid: string, from: string, to: string): Promise<Map<string, number>> {
     const out = new Map<string, number>()
-    for (const [d, n] of this.days.get(subject) ?? []) if (d >= from && d <= to) out.set(d, n)
+    for (const [d, n] of this.days.get(uuid) ?? []) if (d >= from && d <= to) out.set(d, n)
     return out
   }
 
-  async claimNotice(team: string, month: string, threshold: number): Promise<boolean> {
-    const k = `${team}\n${month}\n${threshold}`
-    if (this.notices.has(k)) return false
-    this.notices.add(k)
-    return true
+  async basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }> {
+    const bases: string[] = []
+    for (const [uuid, byDay] of this.days) {
+      if (![...byDay.keys()].some((d) => d.startsWith(month))) continue
+      if (bases.length === max) return { bases, more: true }
+      bases.push(uuid)
+    }
+    return { bases, more: false }
   }
 }
 
-/** In Redis or a Cluster: a subject's month is one hash in one slot (its hash tag). */
+const USAGE_ADD = readFileSync(new URL('../limiter/lua/usage-add.lua', import.meta.url), 'utf8')
+
+type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
+type AddPipeline = Record<string, (keys: number, ...args: (string | number)[]) => unknown> & {
+  exec(): Promise<[Error | null, unknown][] | null>
+}
+
+/** One base's month, as one script call writes it. */
+interface Write {
+  key: string
+  uuid: string
+  month: string
+  expireAtMs: number
+  fields: (string | number)[]
+}
+
+/** In Redis or a Cluster: a base's month is one hash in one slot (its hash tag). */
 export class RedisUsageStore implements UsageStore {
   constructor(
     private readonly client: Redis | Cluster,
     private readonly prefix: string
-  ) {}
-
-  private key(subject: string, month: string): string {
-    return this.prefix + keys.usageDays(subject, month)
+  ) {
+    client.defineCommand('basegateUsageAdd', { lua: USAGE_ADD })
   }
 
-  /** Pipelines of CHUNK subjects (per key on a Cluster, whose pipelines keep to one slot). */
-  async add(batch: UsageBatch): Promise<void> {
-    const writes: Write[] = []
+  private key(uuid: string, month: string): string {
+    return this.prefix + keys.usageDays(`b:${uuid}`, month)
+  }
+
+  /** Pipelines of CHUNK bases (per key on a Cluster, whose pipelines keep to one slot). */
+  async add(batch: UsageBatch, id: BatchId): Promise<void> {
+    const writes = new Map<string, Write>()
     for (const [day, { monthEndMs, counts }] of batch) {
-      const expireAtMs = monthEndMs + KEEP_DAYS * DAY_MS
-      for (const [subject, n] of counts)
-        writes.push({
-          counts,
-          subject,
-          key: this.key(subject, day.slice(0, 7)),
-          field: day.slice(8),
-          n,
-          expireAtMs,
-        })
+      const month = day.slice(0, 7)
+      for (const [uuid, n] of counts) {
+        const key = this.key(uuid, month)
+        let w = writes.get(key)
+        if (w === undefined) {
+          const expireAtMs = monthEndMs + KEEP_DAYS * DAY_MS
+          writes.set(key, (w = { key, uuid, month, expireAtMs, fields: [] }))
+        }
+        w.fields.push(day.slice(8), n)
+      }
     }
+    const all = [...writes.values()]
     // In pieces, one after another: a flood of one-off bases makes one interval's write large,
     // and its command objects stay few at a time.
-    for (let i = 0; i < writes.length; i += CHUNK) {
-      const piece = writes.slice(i, i + CHUNK)
-      if (this.client instanceof Cluster) {
-        const cluster = this.client
-        const settled = await Promise.allSettled(
-          piece.map((w) =>
-            cluster.multi().hincrby(w.key, w.field, w.n).pexpireat(w.key, w.expireAtMs).exec()
-          )
-        )
-        settled.forEach((r, k) => {
-          if (r.status === 'fulfilled') piece[k]!.counts.delete(piece[k]!.subject)
-        })
-        const failed = settled.find((r) => r.status === 'rejected')
-        if (failed) throw failed.reason
-        continue
-      }
-      const p = this.client.pipeline()
-      for (const w of piece) p.hincrby(w.key, w.field, w.n).pexpireat(w.key, w.expireAtMs)
-      const results = (await p.exec()) ?? []
-      // A count whose HINCRBY answered is written, whatever became of the others.
-      piece.forEach((w, k) => {
-        if (results[2 * k]?.[0] === null) w.counts.delete(w.subject)
-      })
-      const failed = results.find(([err]) => err !== null)
-      if (failed) throw failed[0]
-      if (results.length < 2 * piece.length) throw new Error('the usage pipeline was cut short')
-    }
+    for (let i = 0; i < all.length; i += CHUNK) await this.write(all.slice(i, i + CHUNK), id)
   }
 
-  async read(subject: string, from: string, to: string): Promise<Map<string, number>> {
+  /**
+   * One piece: each base's month once per batch id, and the month's index of bases (a set, so
+   * adding a base again changes nothing), one SADD per index shard.
+   */
+  private async write(piece: Write[], id: BatchId): Promise<void> {
+    const args = (w: Write) => [w.key, id.instance, id.seq, w.expireAtMs, ...w.fields]
+    const shards = new Map<string, { members: string[]; expireAtMs: number }>()
+    for (const w of piece) {
+      const k = this.prefix + keys.usageIndex(w.month, w.uuid)
+      const s = shards.get(k)
+      if (s === undefined) shards.set(k, { members: [w.uuid], expireAtMs: w.expireAtMs })
+      else s.members.push(w.uuid)
+    }
+    if (this.client instanceof Cluster) {
+      const cluster = this.client
+      const add: AddCommand = (...a) =>
+        (cluster as unknown as Record<string, AddCommand>)['basegateUsageAdd']!(...a)
+      await Promise.all([
+        ...piece.map((w) => add(1, ...args(w))),
+        ...[...shards].map(([k, s]) =>
+          cluster
+            .multi()
+            .sadd(k, ...s.members)
+            .pexpireat(k, s.expireAtMs)
+            .exec()
+        ),
+      ])
+      return
+    }
+    const p = this.client.pipeline() as unknown as AddPipeline & ReturnType<Redis['pipeline']>
+    for (const w of piece) p['basegateUsageAdd']!(1, ...args(w))
+    for (const [k, s] of shards) p.sadd(k, ...s.members).pexpireat(k, s.expireAtMs)
+    const results = (await p.exec()) ?? []
+    const failed = results.find(([err]) => err !== null)
+    if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
+    if (results.length < piece.length + 2 * shards.size)
+      throw new StoreError('redis: the pipeline was cut short')
+  }
+
+  async read(uuid: string, from: string, to: string): Promise<Map<string, number>> {
     const months = monthsOf(from, to)
-    const hashes = await Promise.all(months.map((m) => this.client.hgetall(this.key(subject, m))))
+    const hashes = await Promise.all(months.map((m) => this.client.hgetall(this.key(uuid, m))))
     const out = new Map<string, number>()
     months.forEach((m, i) => {
       for (const [dd, n] of Object.entries(hashes[i]!)) {
+        if (dd.length !== 2) continue // s:<process> fields (batch/recorder.ts)
         const day = `${m}-${dd}`
         if (day >= from && day <= to) out.set(day, Number(n))
       }
@@ -152,15 +206,20 @@ export class RedisUsageStore implements UsageStore {
     return out
   }
 
-  async claimNotice(
-    team: string,
-    month: string,
-    threshold: number,
-    expireAtMs: number
-  ): Promise<boolean> {
-    const key = this.prefix + keys.notice(team, month, threshold)
-    const won = await this.client.set(key, '1', 'PXAT', expireAtMs, 'NX')
-    return won === 'OK'
+  async basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }> {
+    const bases: string[] = []
+    for (const key of keys.usageIndexes(month)) {
+      let cursor = '0'
+      do {
+        const [next, found] = await this.client.sscan(this.prefix + key, cursor, 'COUNT', 1000)
+        cursor = next
+        for (const b of found) {
+          if (bases.length === max) return { bases, more: true }
+          bases.push(b)
+        }
+      } while (cursor !== '0')
+    }
+    return { bases, more: false }
   }
 }
 

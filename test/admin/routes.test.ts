@@ -6,6 +6,7 @@ import type { LimiterStore } from '../../src/types.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { Metrics } from '../../src/observe/metrics.js'
 import { MemoryChangeStore } from '../../src/config/changes.js'
+import { storeOf } from '../helpers/stores.js'
 import { StatusRecorder } from '../../src/observe/status-recorder.js'
 
 // createAdminApp through Hono's app.request(), as Hono's own middleware tests do.
@@ -18,13 +19,10 @@ function app(opts: { storeUp?: boolean; onError?: 'open' | 'closed'; draining?: 
   const r = parseConfig(yaml, {})
   if (!r.ok) throw new Error(JSON.stringify(r.problems))
   const holder = new ConfigHolder('unused.yaml', r.config, {})
-  const mem = new MemoryStore()
-  const store: LimiterStore = {
-    consume: mem.consume.bind(mem),
-    peek: mem.peek.bind(mem),
+  const store: LimiterStore = storeOf({
     ready: async () => opts.storeUp ?? true,
     close: async () => {},
-  }
+  })
   return createAdminApp({
     holder,
     store,
@@ -149,18 +147,6 @@ describe('/v1/config in the file own names', () => {
     expect(body.admin.token).toBe('****')
     expect(body.monthly.plans.plus).toEqual({ calls_per_user: 10000 })
     expect(body.server.in_force).toBeNull()
-  })
-})
-
-describe('the month’s pace (issue #33, the status page)', () => {
-  it('projects the month from its calls so far, and names the day a team runs out before its end', async () => {
-    const { paceOf } = await import('../../src/admin/status.js')
-    const { monthBounds } = await import('../../src/quota/month.js')
-    const m = monthBounds(Date.parse('2026-11-15T00:00:00Z'), 'UTC') // 30 days, 14 gone
-    const now = Date.parse('2026-11-15T00:00:00Z')
-    expect(paceOf(700, 1000, m, now, 'UTC')).toEqual({ projected: 1500, runs_out: '2026-11-21' })
-    expect(paceOf(300, 1000, m, now, 'UTC')).toEqual({ projected: 643, runs_out: null })
-    expect(paceOf(1000, 1000, m, now, 'UTC').runs_out).toBeNull() // used up already: the bar says so
   })
 })
 

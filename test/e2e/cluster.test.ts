@@ -91,10 +91,10 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     await new Promise((r) => setTimeout(r, 900)) // both 300 ms flushes
     for (const [i, u] of bases.entries()) {
       const r = await admin(gws[i % 2]!, `/v1/usage/history?base=${u}&from=${day}&to=${day}`)
-      expect(JSON.parse(r.body).days).toEqual([{ date: day, calls: 1 + (i % 3) }])
+      expect(JSON.parse(r.body).days).toEqual([{ date: day, calls: 1 + (i % 3), credited: 0 }])
     }
     const team = JSON.parse((await admin(gws[1]!, '/v1/usage/history?team=acme')).body)
-    expect(team.days.at(-1)).toEqual({ date: day, calls: 4 })
+    expect(team.days.at(-1)).toEqual({ date: day, calls: 4, credited: 0 })
     expect(team).toMatchObject({ used: 4, quota: 100 })
     const credit = await admin(gws[0]!, '/v1/teams/acme/credit', {
       method: 'POST',
@@ -104,6 +104,12 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(credit.status).toBe(200)
     const after = JSON.parse((await admin(gws[1]!, '/v1/usage/history?team=acme')).body)
     expect(after.used).toBe(1)
+    // SPEC §5 one ledger on a Cluster too: used = Σ days − Σ credits, the credit an entry.
+    expect(after.days.at(-1)).toEqual({ date: day, calls: 4, credited: 3 })
+    const credits = JSON.parse((await admin(gws[1]!, '/v1/teams/acme/credits')).body)
+    expect(credits.credits).toEqual([
+      expect.objectContaining({ calls: 3, asked: 3, used_before: 4, used_after: 1 }),
+    ])
   })
 
   it('reports ready while the cluster serves every slot', async () => {

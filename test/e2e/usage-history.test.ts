@@ -39,28 +39,36 @@ monthly:
     expect(team.key).toBe('team:acme')
     expect(team.from).toBe(`${today().slice(0, 7)}-01`)
     expect(team.to).toBe(today())
-    expect(team.days.at(-1)).toEqual({ date: today(), calls: 6 })
+    expect(team.days.at(-1)).toEqual({ date: today(), calls: 6, credited: 0 })
     expect(team.days.length).toBe(Number(today().slice(8)))
     expect(team.days.slice(0, -1).every((d: { calls: number }) => d.calls === 0)).toBe(true)
     expect(team).toMatchObject({ quota: 10, used: 6 })
     const base = await json(g1, `/v1/usage/history?base=${A}&from=${today()}&to=${today()}`)
-    expect(base).toEqual({
+    expect(base).toMatchObject({
       key: `base:${A.replace(/-/g, '')}`,
+      id: A,
       from: today(),
       to: today(),
-      days: [{ date: today(), calls: 5 }],
+      timezone: 'UTC',
+      days: [{ date: today(), calls: 5, credited: 0 }],
+      months: [],
     })
     const lone = await json(g1, `/v1/usage/history?base=${LONE}&from=${today()}&to=${today()}`)
-    expect(lone.days).toEqual([{ date: today(), calls: 4 }])
-    // CSV, by Accept or by format=csv.
+    expect(lone.days).toEqual([{ date: today(), calls: 4, credited: 0 }])
+    // CSV, by Accept or by format=csv: the export's columns, named for its subject and range.
     const csv = await admin(g1, `/v1/usage/history?team=acme&from=${today()}&to=${today()}`, {
       headers: { accept: 'text/csv' },
     })
     expect(csv.headers.get('content-type')).toMatch(/^text\/csv/)
-    expect(await csv.text()).toBe(`date,calls\n${today()},6\n`)
+    expect(csv.headers.get('content-disposition')).toBe(
+      `attachment; filename="basegate-team-acme-${today()}_to_${today()}-UTC.csv"`
+    )
+    expect(await csv.text()).toBe(
+      `date,kind,id,team,calls,credited\n${today()},team,acme,acme,6,0\n`
+    )
     const csv2 = await (await admin(g2, `/v1/usage/history?base=${LONE}&format=csv`)).text()
-    expect(csv2.split('\n')[0]).toBe('date,calls')
-    expect(csv2.trim().split('\n').at(-1)).toBe(`${today()},4`)
+    expect(csv2.split('\n')[0]).toBe('date,kind,id,team,calls,credited')
+    expect(csv2.trim().split('\n').at(-1)).toBe(`${today()},base,${LONE},,4,0`)
   })
 
   it.each([
@@ -71,7 +79,8 @@ monthly:
     ['?team=acme&from=2026-02-30', 400, /^from: "2026-02-30" is not a date/],
     ['?team=acme&to=2026-1-05', 400, /^to: "2026-1-05" is not a date/],
     ['?team=acme&from=2026-11-20&to=2026-11-10', 400, /^from: 2026-11-20 is after to: 2026-11-10/],
-    ['?team=acme&from=2025-01-01&to=2026-11-10', 400, /^to: the range .* is over 400 days/],
+    ['?team=acme&from=2024-01-01&to=2025-11-10', 400, /^to: the range .* is over 400 days/],
+    ['?team=acme&from=2099-01-01', 400, /^from: 2099-01-01 is after today/],
     ['?team=acme&format=xml', 400, /^format: "xml"/],
   ])('GET /v1/usage/history%s → %i naming the parameter', async (q, status, message) => {
     const r = await admin(set.gws[0]!, `/v1/usage/history${q}`)
@@ -112,6 +121,9 @@ monthly:
       ['{"calls": 1.5}', 400],
       ['{"calls": "4"}', 400],
       ['{"calls": 4, "why": "x"}', 400],
+      ['{"calls": 4, "note": 7}', 400],
+      [`{"calls": 4, "note": "${'x'.repeat(201)}"}`, 400],
+      ['{"calls": 4, "note": "two\\nlines"}', 400],
       ['[4]', 400],
       ['not json', 400],
     ] as const) {

@@ -80,9 +80,11 @@ function killChild(child: ChildProcess): Promise<void> {
   })
 }
 
-export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedis> {
+export async function startRedis(
+  opts: { own?: boolean; persist?: boolean } = {}
+): Promise<TestRedis> {
   const shared = process.env.REDIS_URL
-  if (shared && !opts.own) {
+  if (shared && !opts.own && !opts.persist) {
     await waitForPing(shared)
     const port = Number(new URL(shared).port || 6379)
     const nothing = async () => {
@@ -100,7 +102,9 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedi
   if (hasRedisServer()) {
     const port = await freePort()
     const dir = mkdtempSync(join(tmpdir(), 'bg-redis-'))
-    let child = spawnRedisServer(port, [], dir)
+    // persist: every write on disk before it is answered, so a SIGKILL and a restart keep it.
+    const extra = opts.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : []
+    let child = spawnRedisServer(port, extra, dir)
     const url = `redis://127.0.0.1:${port}`
     await waitForPing(url)
     return {
@@ -109,7 +113,7 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<TestRedi
       prefix: uniquePrefix(),
       kill: () => killChild(child),
       restart: async () => {
-        child = spawnRedisServer(port, [], dir)
+        child = spawnRedisServer(port, extra, dir)
         await waitForPing(url)
       },
       stop: async () => {

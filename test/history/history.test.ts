@@ -213,7 +213,7 @@ describe('adding a release is adding rows', () => {
       new Map([
         [d.breaking[0]!.id, { calls: 3, lastSeenMs: 1_000, keys: new Map([['ip:1.2.3.4', 3]]) }],
       ]),
-      1_000
+      { instance: 'test', seq: 1 }
     )
     const report = await upgradeReport(idx, store, '6.2', '6.3', 1_000)
     expect(report.entries).toEqual([

@@ -28,7 +28,9 @@ const month: Charge = {
   limit: 120_000,
   cls: 'base',
   endMs: MONTH_END,
-  limitKey: 'q',
+  quotaKey: 'q',
+  day: '15',
+  month: '2026-11',
   team: 'acme',
 }
 

@@ -69,7 +69,9 @@ describe('rate headers with a monthly quota (SPEC §4, §5)', () => {
     kind: 'monthly' as const,
     cls: 'base' as const,
     endMs: 9_000_000_000,
-    limitKey: 'o',
+    quotaKey: 'o',
+    day: '15',
+    month: '2026-11',
     team: 't',
   }
 

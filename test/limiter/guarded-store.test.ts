@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis'
+import { storeOf } from '../helpers/stores.js'
 import { describe, expect, it } from 'vitest'
 import { GuardedStore } from '../../src/limiter/guarded-store.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
@@ -7,7 +8,7 @@ import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, startRedis, useRedis } from '../helpers/redis.js'
 import { charge } from './store-contract.js'
-import type { Decision } from '../../src/types.js'
+import type { Decision, LimiterStore } from '../../src/types.js'
 
 const db = useRedis()
 const client = () => db.client()
@@ -185,18 +186,21 @@ describe('circuit breaker (issue #11: load alone must not flip an instance into 
   /** An inner store whose calls fail while `failing` is set, counting the calls it gets. */
   function flaky() {
     const mem = new MemoryStore()
-    const s = {
-      failing: false,
-      calls: 0,
-      async consume(ch: Parameters<MemoryStore['consume']>[0], now: number) {
-        s.calls++
-        if (s.failing) throw new StoreError('slow')
-        return mem.consume(ch, now)
-      },
-      peek: mem.peek.bind(mem),
-      ready: async () => !s.failing,
-      close: async () => {},
-    }
+    const s: LimiterStore & { failing: boolean; calls: number } = Object.assign(
+      storeOf(
+        {
+          async consume(ch, now) {
+            s.calls++
+            if (s.failing) throw new StoreError('slow')
+            return mem.consume(ch, now)
+          },
+          ready: async () => !s.failing,
+          close: async () => {},
+        },
+        mem
+      ),
+      { failing: false, calls: 0 }
+    )
     return s
   }
 
@@ -248,5 +252,52 @@ describe('circuit breaker (issue #11: load alone must not flip an instance into 
     await expect(g.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
     await expect(g.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
     expect(inner.calls).toBe(1)
+  })
+})
+
+describe('a team’s month while the store does not answer (issue #40 item 2)', () => {
+  const month = (team: string, limit: number) => ({
+    kind: 'monthly' as const,
+    key: `{t:${team}}:ledger:2026-11`,
+    limit,
+    cls: 'base' as const,
+    endMs: Date.now() + 86_400_000,
+    day: '26',
+    month: '2026-11',
+    quotaKey: `{t:${team}}:team`,
+    team,
+  })
+
+  it('a team known to be used up stays refused; the fallback starts each month from the count it last saw, and says its decisions are local', async () => {
+    const mem = new MemoryStore()
+    let down = false
+    const inner = storeOf(
+      {
+        consume: (ch, now) =>
+          down ? Promise.reject(new StoreError('down')) : mem.consume(ch, now),
+      },
+      mem
+    )
+    const g = new GuardedStore(inner, {
+      onError: 'open',
+      fallback: new MemoryStore(),
+      failuresToTrip: 1,
+    })
+    const full = month('globex', 3)
+    const near = month('acme', 10)
+    for (let i = 0; i < 3; i++) await g.consume([full], Date.now())
+    for (let i = 0; i < 8; i++) await g.consume([near], Date.now())
+    expect((await g.consume([full], Date.now())).allowed).toBe(false)
+    down = true
+    // globex: used up before the outage, refused all through it (not 3 more from a fresh count).
+    for (let i = 0; i < 5; i++) {
+      const d = await g.consume([full], Date.now())
+      expect(d.allowed).toBe(false)
+      expect(d.local).toBe(true)
+    }
+    // acme: 8 of 10 before it: 2 more, then refused.
+    const seen = []
+    for (let i = 0; i < 4; i++) seen.push((await g.consume([near], Date.now())).allowed)
+    expect(seen).toEqual([true, true, false, false])
   })
 })

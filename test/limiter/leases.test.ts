@@ -28,6 +28,11 @@ class Counted implements LimiterStore {
   peek(charges: readonly Charge[], nowMs: number): Promise<Decision> {
     return this.inner.peek(charges, nowMs)
   }
+  credit: LimiterStore['credit'] = (ref, c) => this.inner.credit(ref, c)
+  readLedger: LimiterStore['readLedger'] = (ref) => this.inner.readLedger(ref)
+  addToLedger: LimiterStore['addToLedger'] = (b, id) => this.inner.addToLedger(b, id)
+  claimNotice: LimiterStore['claimNotice'] = (ref, t, token) =>
+    this.inner.claimNotice(ref, t, token)
   ready(): Promise<boolean> {
     return this.inner.ready()
   }
@@ -177,7 +182,9 @@ describe('leases for hot keys (issue #14)', () => {
       kind: 'monthly',
       cls: 'base',
       team: 't',
-      limitKey: `{mt${made}}:team`,
+      quotaKey: `{mt${made}}:team`,
+      day: '15',
+      month: '2026-11',
     }
     const c = charge(1000)
     for (let i = 0; i < 10; i++) await stores[0]!.consume([c, month], at(T0 + i))

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
-import { calendarContract, charge, storeContract } from './store-contract.js'
+import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
 
 storeContract('MemoryStore', { make: async () => new MemoryStore() })
 calendarContract('MemoryStore', { make: async () => new MemoryStore() })
+ledgerContract('MemoryStore', { make: async () => new MemoryStore() })
 
 describe('MemoryStore memory', () => {
   it('holds at most 51 buckets per key whatever the limit, and forgets idle keys', async () => {

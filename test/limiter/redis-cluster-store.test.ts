@@ -4,7 +4,7 @@ import { RedisStore } from '../../src/limiter/redis-store.js'
 import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { FakeClock } from '../helpers/clock.js'
 import { useCluster } from '../helpers/redis-cluster.js'
-import { calendarContract, charge, storeContract } from './store-contract.js'
+import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
 
 const shared = useCluster()
 const client = () => shared.client()
@@ -15,6 +15,7 @@ const store = () => new CallerClockRedisStore(client(), { prefix: `bgc${made++}:
 
 storeContract('RedisStore on a Redis Cluster', { make: async () => store() })
 calendarContract('RedisStore on a Redis Cluster', { make: async () => store() })
+ledgerContract('RedisStore on a Redis Cluster', { make: async () => store() })
 
 describe('Redis Cluster: windows across slots', () => {
   it('a request whose windows span two slots is all or nothing (the earlier slot is refunded)', async () => {
@@ -51,7 +52,7 @@ describe('Redis Cluster: windows across slots', () => {
     const rate = c.charges.filter((x) => x.kind !== 'monthly')
     expect(rate.length).toBe(2)
     for (const x of rate) expect(slot(x.key)).toBe(slot('{b:6f1c2a4e0d3b4c599a513e2d7c8b9a10}'))
-    expect(slot(month.key)).toBe(slot(month.limitKey))
+    expect(slot(month.key)).toBe(slot(month.quotaKey))
     // The month refuses the third call: the base slot's charge is refunded.
     const s = new RedisStore(client(), { prefix: 'basegate:', cluster: true })
     expect((await s.consume(c.charges, Date.now())).allowed).toBe(true)

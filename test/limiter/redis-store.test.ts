@@ -7,7 +7,7 @@ import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { BUCKETS_PER_WINDOW } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, useRedis } from '../helpers/redis.js'
-import { calendarContract, charge, storeContract } from './store-contract.js'
+import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
 
 const db = useRedis()
 let made = 0
@@ -19,6 +19,9 @@ storeContract('RedisStore', {
   make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
 })
 calendarContract('RedisStore', {
+  make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+})
+ledgerContract('RedisStore', {
   make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
 })
 
@@ -83,14 +86,16 @@ describe('RedisStore: a quota override in the store', () => {
     const a = new CallerClockRedisStore(client(), { prefix })
     const b = new CallerClockRedisStore(client(), { prefix })
     const m = {
-      key: '{t:acme}:month:2026-11',
+      key: '{t:acme}:ledger:2026-11',
       limit: 2,
       windowMs: 0,
       endMs: Date.now() + 86_400_000,
       kind: 'monthly' as const,
       cls: 'base' as const,
       team: 'acme',
-      limitKey: '{t:acme}:team',
+      quotaKey: '{t:acme}:team',
+      day: '15',
+      month: '2026-11',
     }
     const now = Date.now()
     expect((await a.consume([m], now)).allowed).toBe(true)

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import type { Charge, LimiterStore, SlidingCharge } from '../../src/types.js'
+import type {
+  Charge,
+  LedgerMonth,
+  LimiterStore,
+  MonthlyCharge,
+  SlidingCharge,
+} from '../../src/types.js'
+import { keys } from '../../src/limiter/keys.js'
 
 // One behaviour for every store (SPEC §3). Each store's test file runs this suite against a
 // real instance: the memory store in process, the Redis store against a real redis-server.
@@ -218,7 +225,9 @@ export function calendarContract(name: string, factory: StoreFactory): void {
       kind: 'monthly',
       cls: 'base',
       team: 't',
-      limitKey: `{${tag}}:team`,
+      quotaKey: `{${tag}}:team`,
+      day: '15',
+      month: '2026-11',
     })
 
     it('admits up to the quota in the period, then refuses until its end', async () => {
@@ -260,6 +269,133 @@ export function calendarContract(name: string, factory: StoreFactory): void {
       const full = await store.peek([rate, m], T0 + 3)
       expect(full.allowed).toBe(false)
       expect(full.windows[0]!.remaining).toBe(0)
+    })
+  })
+}
+
+/**
+ * SPEC §5 "One ledger", for every store: a team's month and its days are written together
+ * (a charge, a give-back, a late batch, a credit), so used = Σ days − Σ credits always; late
+ * batches count once per id; a notice has one claimant, who may ask again.
+ */
+export function ledgerContract(name: string, factory: StoreFactory): void {
+  describe(`${name}: the team ledger`, () => {
+    const END = Date.parse('2026-12-01T00:00:00Z')
+    const place = () => {
+      const team = `team${n++}`
+      const ref = { team, month: '2026-11', endMs: END }
+      const charge = (day: string, limit = 100): MonthlyCharge => ({
+        kind: 'monthly',
+        key: keys.ledger(team, '2026-11'),
+        limit,
+        cls: 'base',
+        endMs: END,
+        day,
+        month: '2026-11',
+        quotaKey: keys.teamChange(team),
+        team,
+      })
+      return { team, ref, charge }
+    }
+    const sum = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0)
+    const reconciles = (l: LedgerMonth) => expect(l.used).toBe(sum(l.days) - sum(l.credited))
+
+    it('a charge counts in the month and its day, with the quota in force; a give-back takes both back', async () => {
+      const store = await factory.make()
+      const { ref, charge } = place()
+      for (const day of ['03', '03', '04']) await store.consume([charge(day)], T0)
+      const d = await store.consume([charge('04', 7)], T0)
+      let l = await store.readLedger(ref)
+      expect(l.used).toBe(4)
+      expect([...l.days].sort()).toEqual([
+        ['03', 2],
+        ['04', 2],
+      ])
+      expect(l.quota).toBe(7)
+      await store.giveBack([{ charge: charge('04', 7), units: 1, atMs: d.nowMs }])
+      l = await store.readLedger(ref)
+      expect(l.used).toBe(3)
+      expect(l.days.get('04')).toBe(1)
+      reconciles(l)
+    })
+
+    it('a credit is an entry: used never below 0, the day it was given counted, notices re-armed', async () => {
+      const store = await factory.make()
+      const { ref, charge } = place()
+      for (let i = 0; i < 10; i++) await store.consume([charge('05', 10)], T0)
+      expect(await store.claimNotice(ref, 80, 'a')).toBe(true)
+      expect(await store.claimNotice(ref, 100, 'a')).toBe(true)
+      const e = await store.credit(ref, {
+        calls: 4,
+        note: 'outage',
+        atMs: 1000,
+        day: '06',
+        quota: 10,
+      })
+      expect(e).toEqual({ atMs: 1000, calls: 4, asked: 4, note: 'outage', before: 10, after: 6 })
+      // 6 of 10: under 80 %, so both notices may be said again this month (by anyone).
+      expect(await store.claimNotice(ref, 80, 'b')).toBe(true)
+      expect(await store.claimNotice(ref, 100, 'b')).toBe(true)
+      const all = await store.credit(ref, {
+        calls: 50,
+        note: null,
+        atMs: 2000,
+        day: '06',
+        quota: 10,
+      })
+      expect(all).toMatchObject({ calls: 6, asked: 50, before: 6, after: 0, note: null })
+      const l = await store.readLedger(ref)
+      expect(l.used).toBe(0)
+      expect(l.credited.get('06')).toBe(10)
+      expect(l.credits.map((c) => c.calls)).toEqual([4, 6])
+      reconciles(l)
+    })
+
+    it('late calls are added once per batch id: a batch written again changes nothing', async () => {
+      const store = await factory.make()
+      const { ref } = place()
+      const key = keys.ledger(ref.team, ref.month)
+      const batch = () =>
+        new Map([
+          [
+            key,
+            {
+              ref,
+              days: new Map([
+                ['07', 5],
+                ['08', 2],
+              ]),
+            },
+          ],
+        ])
+      await store.addToLedger(batch(), { instance: 'p1', seq: 1 })
+      await store.addToLedger(batch(), { instance: 'p1', seq: 1 })
+      await store.addToLedger(batch(), { instance: 'p2', seq: 1 })
+      await store.addToLedger(batch(), { instance: 'p1', seq: 2 })
+      const l = await store.readLedger(ref)
+      expect(l.used).toBe(21)
+      expect(l.days.get('07')).toBe(15)
+      reconciles(l)
+    })
+
+    it('a notice has one claimant, who wins again when it asks again (a late answer is not a loss)', async () => {
+      const store = await factory.make()
+      const { ref } = place()
+      expect(await store.claimNotice(ref, 80, 'a')).toBe(true)
+      expect(await store.claimNotice(ref, 80, 'a')).toBe(true)
+      expect(await store.claimNotice(ref, 80, 'b')).toBe(false)
+      expect(await store.claimNotice(ref, 100, 'b')).toBe(true)
+    })
+
+    it('a month never charged reads as empty', async () => {
+      const store = await factory.make()
+      expect(await store.readLedger(place().ref)).toEqual({
+        used: 0,
+        days: new Map(),
+        credited: new Map(),
+        quota: null,
+        credits: [],
+      })
     })
   })
 }

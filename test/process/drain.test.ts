@@ -5,21 +5,39 @@ import type { UpgradeRecorder } from '../../src/history/report-store.js'
 import type { Forwarder } from '../../src/http/proxy.js'
 import { drainProxy, type Proxy } from '../../src/process/proxy-server.js'
 import type { UsageRecorder } from '../../src/usage/recorder.js'
+import type { LedgerRecorder } from '../../src/usage/ledger-recorder.js'
+import type { MonthlyNotices } from '../../src/usage/notices.js'
+import type { Core } from '../../src/process/core.js'
 import { FakeClock } from '../helpers/clock.js'
 
 // SPEC §1: SIGTERM drains and stops. Once every client connection is gone, an upstream pool
 // that does not close (a call that still holds its connection) is closed by force after 2 s;
 // the recorders still write out what they hold.
 
-function proxyWith(forwarder: Forwarder, clock: FakeClock, stopped: string[]): Proxy {
+function proxyWith(
+  forwarder: Forwarder,
+  clock: FakeClock,
+  stopped: string[],
+  warned: unknown[] = [],
+  lost = 0
+): Proxy {
+  const stop = (name: string) => async () => (stopped.push(name), name === 'usage' ? lost : 0)
   return {
     forwarder,
     clock,
     server: createServer(),
     connections: new Set(),
     gateway: { tunnels: new Set() } as unknown as Gateway,
-    recorder: { stop: async () => void stopped.push('recorder') } as unknown as UpgradeRecorder,
-    usage: { stop: async () => void stopped.push('usage') } as unknown as UsageRecorder,
+    recorder: { stop: stop('recorder') } as unknown as UpgradeRecorder,
+    usage: { stop: stop('usage') } as unknown as UsageRecorder,
+    ledger: { stop: stop('ledger') } as unknown as LedgerRecorder,
+    notices: { stop: () => void stopped.push('notices') } as unknown as MonthlyNotices,
+    core: {
+      logger: { warn: (...args: unknown[]) => warned.push(args) },
+      holder: {
+        current: { config: { store: { url: 'redis://:pw@127.0.0.1:6379', cluster: [] } } },
+      },
+    } as unknown as Core,
     reloadTls: () => {},
   }
 }
@@ -47,7 +65,7 @@ describe('drainProxy', () => {
     for (let i = 0; i < 5 && !done; i++) await tick()
     expect(destroyed).toBe(true)
     expect(done).toBe(true)
-    expect(stopped).toEqual(['recorder', 'usage'])
+    expect(stopped).toEqual(['notices', 'recorder', 'usage', 'ledger'])
   })
 
   it('leaves a pool that closes in time alone', async () => {
@@ -61,6 +79,22 @@ describe('drainProxy', () => {
     }
     await drainProxy(proxyWith(forwarder, clock, stopped))
     expect(destroyed).toBe(false)
-    expect(stopped).toEqual(['recorder', 'usage'])
+    expect(stopped).toEqual(['notices', 'recorder', 'usage', 'ledger'])
+  })
+
+  it('says how many calls the store did not take before the exit (issue #40 item 9), the password masked', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 25))
+    const warned: unknown[][] = []
+    const forwarder: Forwarder = {
+      forward: () => {},
+      close: async () => {},
+      destroy: async () => {},
+    }
+    await drainProxy(proxyWith(forwarder, clock, [], warned as unknown[], 42))
+    expect(warned.length).toBe(1)
+    const [fields, msg] = warned[0] as [Record<string, unknown>, string]
+    expect(fields).toMatchObject({ usage_day_counts: 42, team_monthly_calls: 0, upgrade_report: 0 })
+    expect(String(fields.store)).not.toContain('pw')
+    expect(msg).toMatch(/these calls are not in its counts/)
   })
 })

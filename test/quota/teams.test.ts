@@ -76,8 +76,10 @@ describe('classify with monthly quotas', () => {
       kind: 'monthly',
       team: 'acme',
       limit: 120000,
-      key: '{t:acme}:month:2026-11',
-      limitKey: '{t:acme}:team',
+      key: '{t:acme}:ledger:2026-11',
+      quotaKey: '{t:acme}:team',
+      day: '22',
+      month: '2026-11',
     })
     if (m.kind !== 'monthly') throw new Error('the last charge is the month')
     expect(m.endMs).toBe(Date.parse('2026-11-30T23:00:00Z')) // Berlin midnight, 1 December

@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest'
 /** Bottom to top. A room may import any room on a lower floor. */
 const FLOORS: readonly (readonly string[])[] = [
   ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts'],
-  ['request', 'limiter', 'quota'],
+  ['request', 'limiter', 'quota', 'batch'],
   ['history', 'overrides', 'size', 'usage'],
   ['http'],
   ['config', 'protect'],

@@ -1,17 +1,18 @@
 -- Check and charge every window of one request, all or nothing (SPEC §3, §5); or, with peek,
 -- read them changing nothing.
 --
--- KEYS[1..n]            the windows' keys; KEYS[n+1..] limit-override keys
+-- KEYS[1..n]            the windows' keys; KEYS[n+1..] team quota keys
 -- ARGV[1]  buckets      buckets per sliding window (BUCKETS_PER_WINDOW in types.ts)
 -- ARGV[2]  peek         1: read only (charge and delete nothing); 0: check and charge
 -- ARGV[3]  deadline     a time on the store's clock (ms), or 0: past it the caller has given up
 --                       (its timeout), so the call is neither admitted nor charged (issue #11)
--- then six per window i (from ARGV[4 + 6(i-1)]):
+-- then seven per window i (from ARGV[4 + 7(i-1)]):
 --   limit, windowMs (0 for a calendar window), endMs (a calendar window's end, else 0),
---   overrideIndex (index in KEYS of its limit-override key, else 0), shadow (1: a dry-run
---   rule: never refuses, not charged when over), ask (a lease: the calls to charge now, this
---   one and the share the caller admits by itself until the bucket ends; granted only while
---   the window stays at or under half its limit with it, else the call is charged alone)
+--   quotaIndex (index in KEYS of its team's quota key, else 0), shadow (1: a dry-run rule:
+--   never refuses, not charged when over), ask (a lease: the calls to charge now, this one and
+--   the share the caller admits by itself until the bucket ends; granted only while the
+--   window stays at or under half its limit with it, else the call is charged alone), day (a
+--   calendar window: the ledger's field for the call's day, `d<DD>`; else '')
 --
 -- Returns { allowed, now, storeNow, then per window: used, resetAt, retryAt, limit, charged }:
 -- allowed is 1, 0, or -1 for a deadline passed; now is the clock the times are on; used
@@ -23,7 +24,9 @@ local buckets = tonumber(ARGV[1])
 local peek = ARGV[2] == '1'
 local deadline = tonumber(ARGV[3])
 local FIRST = 4
-local PER_WINDOW = 6
+local PER_WINDOW = 7
+-- SPEC §5: a ledger (and its days) is kept this long past its month's end.
+local KEEP_MS = 400 * 86400000
 local n = (#ARGV - FIRST + 1) / PER_WINDOW
 local now = storeNow
 
@@ -97,10 +100,10 @@ for i = 1, n do
   local limit = tonumber(ARGV[at])
   local windowMs = tonumber(ARGV[at + 1])
   local endMs = tonumber(ARGV[at + 2])
-  local overrideIndex = tonumber(ARGV[at + 3])
+  local quotaIndex = tonumber(ARGV[at + 3])
   local shadow = ARGV[at + 4] == '1'
-  if overrideIndex > 0 then
-    local q = redis.call('HGET', KEYS[overrideIndex], 'quota')
+  if quotaIndex > 0 then
+    local q = redis.call('HGET', KEYS[quotaIndex], 'quota')
     if q then limit = tonumber(q) end
   end
   limits[i] = limit
@@ -109,7 +112,7 @@ for i = 1, n do
   local over = false
 
   if windowMs == 0 then
-    local sum = tonumber(redis.call('GET', key) or '0')
+    local sum = tonumber(redis.call('HGET', key, 'used') or '0')
     used[i] = sum
     resetAt[i] = endMs
     if sum + 1 > limit then
@@ -153,9 +156,11 @@ if allowed == 1 and not peek then
       if ask > 1 and windowMs > 0 and used[i] + ask <= math.floor(limits[i] / 2) then c = ask end
       charged[i] = c
       if windowMs == 0 then
-        redis.call('INCRBY', KEYS[i], 1)
-        -- Kept one day past the month's end, so the last month stays readable for a while.
-        redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + 86400000)
+        -- SPEC §5 "One ledger": the month and its day in one write, with the quota in force.
+        redis.call('HINCRBY', KEYS[i], 'used', 1)
+        redis.call('HINCRBY', KEYS[i], ARGV[at + 6], 1)
+        redis.call('HSET', KEYS[i], 'q', limits[i])
+        redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS)
       else
         local bucketMs = windowMs / buckets
         redis.call('HINCRBY', KEYS[i], current[i], c)

@@ -6,15 +6,16 @@
 --
 -- KEYS[1..n]              the windows' keys
 -- ARGV[1]  buckets        buckets per sliding window (BUCKETS_PER_WINDOW in types.ts)
--- then three per window i (from ARGV[2 + 3(i-1)]):
+-- then four per window i (from ARGV[2 + 4(i-1)]):
 --   windowMs (0 for a calendar window), chargedAtMs (the charge's time on the decision's
---   clock), units (the calls to give back)
+--   clock), units (the calls to give back), day (a calendar window: the ledger's day field the
+--   call was counted in, `d<DD>`; else '')
 --
 -- Returns { storeNow }.
 
 local buckets = tonumber(ARGV[1])
 local FIRST = 2
-local PER_WINDOW = 3
+local PER_WINDOW = 4
 local n = (#ARGV - FIRST + 1) / PER_WINDOW
 
 -- Takes `units` calls back from bucket `bucket` of a sliding window, only if it holds them.
@@ -42,10 +43,14 @@ for i = 1, n do
   local windowMs = tonumber(ARGV[at])
   local chargedAtMs = tonumber(ARGV[at + 1])
   local units = tonumber(ARGV[at + 2])
+  local day = ARGV[at + 3]
   if windowMs > 0 then
     fromBucket(KEYS[i], math.floor(chargedAtMs / (windowMs / buckets)), units)
-  elseif units > 0 and tonumber(redis.call('GET', KEYS[i]) or '0') >= units then
-    redis.call('DECRBY', KEYS[i], units)
+  elseif units > 0 and tonumber(redis.call('HGET', KEYS[i], day) or '0') >= units
+    and tonumber(redis.call('HGET', KEYS[i], 'used') or '0') >= units then
+    -- The ledger's month and day go back together (SPEC §5: used = days - credits).
+    redis.call('HINCRBY', KEYS[i], 'used', -units)
+    redis.call('HINCRBY', KEYS[i], day, -units)
   end
 end
 return { storeNow }

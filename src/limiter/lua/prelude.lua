@@ -12,8 +12,9 @@
 -- subtracts the buckets that left the window since the last call (each bucket once in its
 -- life, so O(1) per call amortised), and adds itself to its bucket and to the total.
 --
--- Calendar windows (windowMs = 0, the monthly quota): the key is a plain counter for one
--- month.
+-- Calendar windows (windowMs = 0, the monthly quota): the key is the team's ledger for one
+-- month, a hash: `used` (the month's count), `d<DD>` (its calls per day), `c<DD>` (credited
+-- per day), `q` (the quota in force at the last charge), `s:<process>` (late batches applied).
 --
 -- The clock is the store's own (TIME): every instance sharing this store buckets its calls on
 -- one clock, however late its request reached Redis (SPEC §3's bound is across instances).

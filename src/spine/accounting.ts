@@ -1,0 +1,74 @@
+import type { Admission } from '../http/call.js'
+import { createDayClock, createMonthClock } from '../quota/month.js'
+import type { LedgerRef, MonthlyCharge } from '../types.js'
+import type { LedgerRecorder } from '../usage/ledger-recorder.js'
+import type { MonthlyNotices } from '../usage/notices.js'
+import type { UsageRecorder } from '../usage/recorder.js'
+
+// SPEC §5 at a call's end (spine's end(), beside its line, not inside it): what the call adds
+// to the usage over time and the ledger, and whether its team's month crossed a notice's
+// threshold. A call counts when it was admitted and kept (not given back):
+// - its base's day (batched, usage/recorder.ts);
+// - its team's month and day: already in the ledger when a rate-limit script charged the
+//   month; written late (usage/ledger-recorder.ts) when none did (monthly quotas off) or when
+//   this process's fallback admitted it while the store did not answer.
+
+export interface AccountingDeps {
+  usage?: UsageRecorder
+  ledger?: LedgerRecorder
+  notices?: MonthlyNotices
+  /** monthly.timezone in force. */
+  timezone: () => string
+  /** monthly.enabled in force. */
+  monthlyEnabled: () => boolean
+}
+
+export type Account = (admission: Admission | null, givenBack: boolean, nowMs: number) => void
+
+function monthlyChargeOf(a: Admission): MonthlyCharge | null {
+  for (const c of a.classification.charges) if (c.kind === 'monthly') return c
+  return null
+}
+
+export function createAccounting(deps: AccountingDeps): Account {
+  let zone = ''
+  let dayOf = createDayClock('UTC')
+  let monthOf = createMonthClock('UTC')
+  /** A team's month and the call's day, where no charge names them (monthly quotas off). */
+  const placeOf = (team: string, nowMs: number): { ref: LedgerRef; day: string } => {
+    const z = deps.timezone()
+    if (z !== zone) {
+      zone = z
+      dayOf = createDayClock(z)
+      monthOf = createMonthClock(z)
+    }
+    const m = monthOf(nowMs)
+    return { ref: { team, month: m.id, endMs: m.endMs }, day: dayOf(nowMs).id.slice(8) }
+  }
+
+  return function account(a, givenBack, nowMs) {
+    if (a === null) return
+    // Admitted and kept (allowed and exempt calls too: they are served, only never charged).
+    const kept = a.refused === null && !givenBack
+    const { key, team } = a.classification
+    if (kept && key.startsWith('base:')) deps.usage?.record(key.slice(5), nowMs)
+    const monthly = team === undefined ? null : monthlyChargeOf(a)
+    if (kept && team !== undefined) {
+      if (!deps.monthlyEnabled()) {
+        const { ref, day } = placeOf(team, nowMs)
+        deps.ledger?.record(ref, day)
+      } else if (monthly !== null && a.decision?.local === true) {
+        // With quotas on, only what a charge put in the month is in its days (an allowed base's
+        // calls are charged nowhere): the fallback's charges are owed to the shared ledger.
+        deps.ledger?.record({ team, month: monthly.month, endMs: monthly.endMs }, monthly.day)
+      }
+    }
+    const m = a.monthly
+    if (monthly !== null && m !== null && m.used !== null)
+      deps.notices?.seen(
+        { team: m.team, month: monthly.month, endMs: monthly.endMs },
+        m.used,
+        m.quota
+      )
+  }
+}

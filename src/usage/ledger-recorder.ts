@@ -1,0 +1,58 @@
+import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
+import { keys } from '../limiter/keys.js'
+import type { LedgerBatch, LedgerRef, LimiterStore } from '../types.js'
+
+// SPEC §5 "One ledger": calls that belong in a team's month but that no rate-limit script put
+// there, written to the ledger late, its month and its day together, once per batch:
+// - with monthly quotas off, every admitted call of a team's base (no window counts it);
+// - with them on, a call admitted by this process's fallback while the store did not answer
+//   (on_error: open): its month catches up when the store answers, with its day.
+// Teams are bounded by the file, so the batch is too.
+
+interface Open {
+  batch: LedgerBatch
+  calls: number
+}
+
+export class LedgerRecorder {
+  private readonly recorder: BatchedRecorder<Open>
+
+  constructor(store: Pick<LimiterStore, 'addToLedger'>, opts: RecorderOptions) {
+    this.recorder = new BatchedRecorder<Open>(
+      {
+        empty: () => ({ batch: new Map(), calls: 0 }),
+        isEmpty: (o) => o.batch.size === 0,
+        weight: (o) => o.calls,
+        write: (o, id) => store.addToLedger(o.batch, id),
+      },
+      opts
+    )
+  }
+
+  /** One call of a team's month, on its day of the month ("05"). */
+  record(ref: LedgerRef, day: string): void {
+    const open = this.recorder.batch
+    const key = keys.ledger(ref.team, ref.month)
+    let entry = open.batch.get(key)
+    if (entry === undefined) open.batch.set(key, (entry = { ref, days: new Map() }))
+    entry.days.set(day, (entry.days.get(day) ?? 0) + 1)
+    open.calls++
+  }
+
+  flush(): Promise<boolean> {
+    return this.recorder.flush()
+  }
+
+  start(everyMs: number): void {
+    this.recorder.start(everyMs)
+  }
+
+  stop(waitMs = 0): Promise<number> {
+    return this.recorder.stop(waitMs)
+  }
+
+  /** Calls not yet known to be in the ledger (the status page, tests). */
+  get pending(): number {
+    return this.recorder.pending
+  }
+}
