@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import type { Duplex } from 'node:stream'
 import type { Tracer } from '@opentelemetry/api'
 import { systemClock, type Clock } from './clock.js'
-import type { Outcome, Refusal } from './http/call.js'
+import { answeredOutcome, type Outcome, type Refusal } from './http/call.js'
 import { sendContinue } from './http/continue.js'
 import { createGate } from './http/gate.js'
 import { SEND_TIMEOUT, type ForwardResult, type Forwarder } from './http/proxy.js'
@@ -153,7 +153,7 @@ export function forwardOutcome(r: ForwardResult, minBodyRate = 0): Outcome {
   if (r.error !== undefined) {
     return { kind: 'upstream_error', status: r.status, upstreamMs: r.upstreamMs, error: r.error }
   }
-  return { kind: 'forwarded', status: r.status, upstreamMs: r.upstreamMs }
+  return answeredOutcome(r.status, r.upstreamMs)
 }
 
 /** A plain request's answers of ours go to its response (one small object per request, no closures). */

@@ -5,6 +5,7 @@ import type { Cli } from './process/runtime.js'
 import { version } from './version.js'
 import { runUpgradeReport } from './process/upgrade-report.js'
 import { runDemoUpstream } from './demo-upstream.js'
+import type { ConfigProblem } from './types.js'
 
 const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]
        basegate upgrade-report --to VERSION [--from VERSION] [--config FILE]
@@ -29,8 +30,14 @@ async function check(cli: Cli): Promise<never> {
   process.exit(0)
 }
 
-/** Parses argv; prints help or the version and returns null; runs `check` (which exits). */
-export async function parseCli(argv: string[]): Promise<Cli | null> {
+/**
+ * Parses argv; prints help or the version and returns null; runs `check` (which exits).
+ * `envProblems`: what the environment's numbers got wrong (checked with the file).
+ */
+export async function parseCli(
+  argv: string[],
+  envProblems: readonly ConfigProblem[] = []
+): Promise<Cli | null> {
   let parsed
   try {
     parsed = parseArgs({
@@ -72,7 +79,11 @@ export async function parseCli(argv: string[]): Promise<Cli | null> {
   }
   const file = args.config ?? process.env.BASEGATE_CONFIG ?? './limits.yaml'
   const { flags, problems } = parseFlags(args)
-  const cli: Cli = { file, flags, problems }
+  const cli: Cli = {
+    file,
+    flags,
+    problems: command === 'check' ? [...envProblems, ...problems] : problems,
+  }
   if (command === 'check') return check(cli)
   if (command === 'upgrade-report')
     return runUpgradeReport({ file, flags, env: process.env }, args.to, args.from)

@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream'
 import type { Tracer } from '@opentelemetry/api'
 import { begin } from './observe/request-log.js'
 import { requestSpan } from './observe/tracing.js'
-import type { Outcome, Refusal } from './http/call.js'
+import { answeredOutcome, type Outcome, type Refusal } from './http/call.js'
 import { upstreamRequestHeaders } from './http/proxy.js'
 import { jsonError } from './http/respond.js'
 import { sizeCheckFor } from './size/actions.js'
@@ -178,7 +178,7 @@ function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Out
       res.pipe(socket)
       const status = res.statusCode ?? 0
       call.givenBack = flow.guard.answered(call.gate.admission, snapshot.config, status)
-      resolve({ kind: 'forwarded', status, upstreamMs: sinceStart() })
+      resolve(answeredOutcome(status, sinceStart()))
     })
     upstreamReq.on('upgrade', (res, upstreamSocket, upstreamHead) => {
       const upstreamMs = sinceStart()

@@ -1,69 +1,48 @@
-// SPEC §7: the status page. One document, its script and its style, all served by the admin
-// listener (no asset from outside, and no inline script or style: the page's CSP allows only
-// its own origin's). It fetches /v1/status (same origin, the same credentials the browser sent
-// for the page) every 5 s and draws it: an SVG chart, the team bars, the busiest keys, the
-// protection, the server and the store.
+import { createHash } from 'node:crypto'
 
-export const STATUS_HTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>basegate status</title>
-<link rel="stylesheet" href="/status.css">
-<script src="/status.js" defer></script>
-</head>
-<body>
-<h1>basegate <span id="version" class="muted"></span></h1>
-<div class="muted"><span id="state">loading…</span> · refreshed every 5 s · <span id="updated"></span></div>
-<div id="alerts" role="alert"></div>
-<section class="block">
-  <h2 class="first">Calls per second, last 15 minutes, by class and outcome</h2>
-  <svg id="chart" viewBox="0 0 900 240" preserveAspectRatio="none" width="100%" height="240" role="img" aria-label="calls per second"></svg>
-  <table id="series"><thead><tr><th>class / outcome</th><th class="n">calls (15 min)</th><th class="n">per s now</th></tr></thead><tbody></tbody></table>
-</section>
-<div class="grid">
-  <section class="wide"><h2>Busiest keys (15 min)</h2><table id="busiest"><thead><tr><th>key</th><th class="w">team / override</th><th class="n">calls</th></tr></thead><tbody></tbody></table></section>
-  <section><h2>Refusals and sheds (15 min)</h2><table id="refusals"><tbody></tbody></table></section>
-  <section><h2>Teams this month</h2><div id="teams"></div></section>
-  <section><h2>Server protection</h2><table id="protect"><tbody></tbody></table></section>
-  <section class="wide"><h2>Server and store</h2><table id="server"><tbody></tbody></table><div id="report"></div></section>
-</div>
-<section class="block"><h2 class="first">A base's calls per day</h2>
-  <form id="history-form"><input id="history-base" size="40" placeholder="base UUID" aria-label="base UUID"> <button type="submit">Show this month</button></form>
-  <div id="history" class="muted"></div>
-</section>
-<section class="block"><h2 class="first">Configuration in force (secrets masked)</h2><pre id="config"></pre></section>
-</body>
-</html>
-`
+// SPEC §7: the status page. One document, no asset from outside, and nothing it runs or styles
+// but its own: its one script and one style are inline, and the CSP admits exactly them by
+// their hash (no 'unsafe-inline': issue #39 item 5). Inline, not fetched: a page opened as
+// http://admin:TOKEN@host/ may not load sub-resources from a URL holding credentials. It
+// fetches /v1/status (same origin, the same credentials the browser sent for the page) every
+// 5 s and draws it: an SVG chart drawn at the pixels it has, the team bars and days, the
+// busiest keys, the protection, the server and the store, and since when a problem is on.
 
 export const STATUS_CSS = `  body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d2330; background: #fafbfc; }
   h1 { font-size: 1.3em; margin: 0 0 .2em; } h2 { font-size: 1.05em; margin: 1.4em 0 .4em; }
-  .muted { color: #6b7280; } .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(22em, 1fr)); gap: 1em; }
-  section { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: .8em 1em; }
-  table { border-collapse: collapse; width: 100%; } td, th { text-align: left; padding: .15em .4em; border-bottom: 1px solid #f0f1f3; }
-  td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+  .muted { color: #6b7280; } .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(22em, 100%), 1fr)); gap: 1em; }
+  section { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: .8em 1em; min-width: 0; }
+  section.block { margin-top: 1em; } h2.first { margin-top: 0; }
+  table { border-collapse: collapse; width: 100%; } td, th { text-align: left; padding: .15em .4em; border-bottom: 1px solid #f0f1f3; vertical-align: top; }
+  td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; } td.n { white-space: nowrap; }
   .bar { background: #eef0f3; height: .9em; border-radius: 3px; overflow: hidden; }
   .bar > div { height: 100%; background: #3b82f6; } .amber > div { background: #f59e0b; } .red > div { background: #dc2626; }
   .swatch { display: inline-block; width: 1.4em; height: 0; margin-right: .4em; vertical-align: middle; border-top: 3px solid; }
   pre { max-height: 24em; overflow: auto; background: #f6f7f9; padding: .6em; font-size: 12px; }
   #state.bad, .bad { color: #b91c1c; font-weight: 600; } .ok { color: #15803d; } .warn { color: #b45309; }
-  #alerts { margin-top: .6em; } #alerts div { background: #fef2f2; border: 1px solid #fca5a5; color: #991b1b; border-radius: 6px; padding: .5em .8em; margin-top: .4em; font-weight: 600; }
-  #busiest { table-layout: fixed; } #busiest td:first-child { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-  #busiest th.n, #busiest td.n { width: 5.5em; } #busiest th.w, #busiest td.w { width: 35%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-  .team { margin-bottom: .5em; } .days { display: block; margin-top: .15em; }
+  #alerts, #recoveries { margin-top: .6em; }
+  #alerts div { background: #fef2f2; border: 1px solid #fca5a5; color: #991b1b; border-radius: 6px; padding: .5em .8em; margin-top: .4em; font-weight: 600; }
+  #recoveries div { background: #f0fdf4; border: 1px solid #86efac; color: #166534; border-radius: 6px; padding: .4em .8em; margin-top: .4em; }
+  #chart-box { width: 100%; } #chart { display: block; width: 100%; height: 240px; }
+  #chart text { font-size: 11px; fill: #4b5563; } #chart .grid-line { stroke: #eef0f3; }
+  #busiest td.key { word-break: break-all; } #busiest .who { display: block; color: #6b7280; font-size: 12px; word-break: normal; }
+  .team { margin-bottom: .9em; } .days { display: block; margin-top: .2em; width: 100%; height: 58px; }
+  .days text { font-size: 10px; fill: #4b5563; } .days-text { font-size: 12px; color: #4b5563; }
+  .exports a, .team a { font-size: 12px; }
+  #history-form { display: flex; flex-wrap: wrap; gap: .4em; } #history-base { flex: 1 1 16em; min-width: 0; max-width: 100%; box-sizing: border-box; }
   @media (min-width: 1000px) { .wide { grid-column: span 2; } }
-  section.block { margin-top: 1em; } h2.first { margin-top: 0; }
+  @media (max-width: 480px) { body { margin: .6em; } section { padding: .6em; } }
 `
 
-export const STATUS_JS = `// One colour per outcome, whatever else is drawn (issue #34): forwarded neutral, refusals amber,
-// errors and sheds red. Classes keep their own dash.
+export const STATUS_JS = `// One colour per outcome, each its own hue (issue #41): what went on in greys and blue, the
+// server's own failures in reds, each kind of refusal apart. Classes keep their own dash.
 const OUTCOME_COLOR = {
-  forwarded: '#64748b', dry_run: '#2563eb', client_aborted: '#cbd5e1',
-  rate_limited: '#f59e0b', monthly_limited: '#d97706', size_refused: '#b45309', key_in_flight: '#fbbf24',
-  gone: '#92400e', bad_path: '#a16207', bad_request: '#a16207',
-  upstream_error: '#dc2626', shed: '#b91c1c', store_unavailable: '#7f1d1d', body_unavailable: '#ef4444', body_timeout: '#f87171',
+  forwarded: '#64748b', dry_run: '#2563eb', client_aborted: '#cbd5e1', send_timeout: '#94a3b8',
+  upstream_5xx: '#dc2626', upstream_error: '#7f1d1d',
+  rate_limited: '#f59e0b', monthly_limited: '#9333ea', size_refused: '#0d9488', key_in_flight: '#db2777',
+  gone: '#78350f', bad_path: '#a8a29e', bad_request: '#a8a29e',
+  shed: '#ea580c', upstream_share: '#c2410c', store_unavailable: '#450a0a',
+  body_unavailable: '#0891b2', body_timeout: '#06b6d4', internal_error: '#111827',
 };
 const CLASS_DASH = { base: '', account: '7 3', auth_token: '2 3', other: '10 3 2 3' };
 const colorOf = (name) => OUTCOME_COLOR[name.slice(name.indexOf('/') + 1)] || '#94a3b8';
@@ -71,7 +50,12 @@ const dashOf = (name) => CLASS_DASH[name.slice(0, name.indexOf('/'))] ?? '1 3';
 const $ = (id) => document.getElementById(id);
 const text = (v) => document.createTextNode(v === null || v === undefined ? '—' : String(v));
 const ns = 'http://www.w3.org/2000/svg';
-function svgEl(tag, attrs) { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v)); return e; }
+function svgEl(tag, attrs, content) {
+  const e = document.createElementNS(ns, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (content !== undefined) e.textContent = content;
+  return e;
+}
 function row(table, cells, attrs) {
   const tr = document.createElement('tr');
   for (const [k, v] of Object.entries(attrs || {})) tr.setAttribute(k, v);
@@ -86,41 +70,77 @@ function row(table, cells, attrs) {
 }
 function clear(id) { $(id).querySelector('tbody').replaceChildren(); }
 const hhmm = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+const hhmmss = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+const shortDate = (iso) => new Date(iso + 'T12:00:00Z').toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' });
+/** 75 s as "1 min 15 s", 4000 s as "1 h 6 min". */
+function lasted(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return s + ' s';
+  if (s < 3600) return Math.floor(s / 60) + ' min' + (s % 60 ? ' ' + (s % 60) + ' s' : '');
+  return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
+}
+const perS = (v) => (v >= 10 ? Math.round(v) : Math.round(v * 10) / 10);
+/** 3 to 5 round steps from 0 past max (so one burst does not flatten the rest unread). */
+function niceTicks(max) {
+  const m = max > 0 ? max : 1;
+  const raw = m / 4;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  const f = raw / p;
+  const step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+  const top = Math.ceil(m / step) * step;
+  const ticks = [];
+  for (let v = 0; v <= top + step / 1000; v += step) ticks.push(Math.round(v * 1000) / 1000);
+  return { top, ticks };
+}
+let lastStatus = null;
+// The chart is drawn at the pixels it has (no stretching: its labels stay their font's size on a
+// phone), with y ticks and the last 15 minutes' times below.
 function drawChart(traffic) {
   const svg = $('chart'); svg.replaceChildren();
+  const W = Math.max(280, Math.round($('chart-box').clientWidth || 900)), H = 240;
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H); svg.setAttribute('height', H);
   const names = Object.keys(traffic.series).sort();
   const step = traffic.step_s;
-  let max = 1;
+  let max = 0;
   for (const n of names) for (const v of traffic.series[n]) max = Math.max(max, v / step);
-  const top = 8, bottom = 212, width = 900;
-  svg.appendChild(svgEl('line', { x1: 0, y1: bottom, x2: width, y2: bottom, stroke: '#d1d5db' }));
-  const yLabel = svgEl('text', { x: 4, y: 18, 'font-size': 11, fill: '#6b7280' }); yLabel.textContent = max.toFixed(1) + '/s'; svg.appendChild(yLabel);
-  // The time axis: the window's start, every 5 minutes, and now (the browser's clock).
+  const { top: yTop, ticks } = niceTicks(max);
+  const left = 44, right = W - 8, topY = 10, bottom = H - 30;
+  const y = (v) => bottom - (v / yTop) * (bottom - topY);
+  for (const t of ticks) {
+    svg.appendChild(svgEl('line', { x1: left, y1: y(t), x2: right, y2: y(t), class: 'grid-line' }));
+    svg.appendChild(svgEl('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end', class: 'ytick' }, (t >= 10 ? Math.round(t) : t) + (t === yTop ? '/s' : '')));
+  }
+  svg.appendChild(svgEl('line', { x1: left, y1: bottom, x2: right, y2: bottom, stroke: '#9ca3af' }));
   const points = (traffic.series[names[0]] || new Array(90).fill(0)).length;
+  const x = (i) => left + i * (right - left) / (points - 1);
   const endMs = traffic.end * 1000;
-  for (const back of [15, 10, 5, 0]) {
-    const x = width - (back * 60 / step) * (width / (points - 1));
-    svg.appendChild(svgEl('line', { x1: Math.max(0, x), y1: bottom, x2: Math.max(0, x), y2: bottom + 5, stroke: '#9ca3af' }));
+  // Four times on a wide chart; on a narrow one the start and now only (they would overlap).
+  const marks = W < 520 ? [15, 0] : [15, 10, 5, 0];
+  for (const back of marks) {
+    const at = x(points - 1 - back * 60 / step);
+    svg.appendChild(svgEl('line', { x1: at, y1: bottom, x2: at, y2: bottom + 5, stroke: '#9ca3af' }));
     const anchor = back === 15 ? 'start' : back === 0 ? 'end' : 'middle';
-    const t = svgEl('text', { x: Math.max(0, x), y: 234, 'font-size': 11, fill: '#6b7280', 'text-anchor': anchor, class: 'tick' });
-    t.textContent = back === 0 ? 'now ' + hhmm(endMs) : '−' + back + ' min ' + hhmm(endMs - back * 60000);
-    svg.appendChild(t);
+    const label = back === 0 ? 'now ' + hhmm(endMs) : '−' + back + ' min ' + hhmm(endMs - back * 60000);
+    svg.appendChild(svgEl('text', { x: at, y: H - 10, 'text-anchor': anchor, class: 'tick' }, label));
   }
   for (const n of names) {
     const values = traffic.series[n];
-    const pts = values.map((v, i) => (i * width / (values.length - 1)).toFixed(1) + ',' + (bottom - (v / step) / max * (bottom - top)).toFixed(1)).join(' ');
+    const pts = values.map((v, i) => x(i).toFixed(1) + ',' + y(v / step).toFixed(1)).join(' ');
     svg.appendChild(svgEl('polyline', { points: pts, fill: 'none', 'stroke-width': 1.8, stroke: colorOf(n), 'stroke-dasharray': dashOf(n), 'data-series': n, 'data-total': values.reduce((a, b) => a + b, 0) }));
   }
   clear('series');
   for (const n of names) {
     const values = traffic.series[n];
     const total = values.reduce((a, b) => a + b, 0);
-    const tr = row($('series'), [n, total, Number((values[values.length - 1] / step).toFixed(1))], { 'data-series': n, 'data-total': String(total), 'data-color': colorOf(n) });
+    // The last whole step: the one under way has only part of its calls yet.
+    const recent = values.length > 1 ? values[values.length - 2] : 0;
+    const tr = row($('series'), [n, total, perS(recent / step)], { 'data-series': n, 'data-total': String(total), 'data-color': colorOf(n), 'data-rate': String(recent / step) });
     const sw = document.createElement('span'); sw.className = 'swatch'; sw.style.borderTopColor = colorOf(n);
     if (dashOf(n)) sw.style.borderTopStyle = 'dashed';
     tr.firstChild.prepend(sw);
   }
 }
+function link(href, label) { const a = document.createElement('a'); a.href = href; a.textContent = label; return a; }
 function drawTeams(teams) {
   const box = $('teams'); box.replaceChildren();
   if (teams.length === 0) box.appendChild(text('no monthly quotas in force'));
@@ -137,49 +157,87 @@ function drawTeams(teams) {
     div.appendChild(text(t.id + ': ' + t.used + ' of ' + t.quota + ' (' + pct.toFixed(1) + ' %)' + (pct >= 100 ? ' — used up' : '')));
     const bar = document.createElement('div'); bar.className = 'bar' + (level ? ' ' + level : '');
     const fill = document.createElement('div'); fill.style.width = Math.min(100, pct) + '%'; bar.appendChild(fill); div.appendChild(bar);
-    // At a glance: where this month's pace ends, and the day it runs out if that is before.
+    // At a glance: where the last week's pace ends, and the day it runs out if that is before.
     if (t.pace && pct < 100) {
       const pace = document.createElement('div'); pace.className = 'pace-text ' + (t.pace.runs_out ? 'warn' : 'muted');
       pace.setAttribute('data-runs-out', t.pace.runs_out || '');
-      pace.appendChild(text(t.pace.runs_out ? 'on pace for ' + t.pace.projected + ': runs out around ' + t.pace.runs_out : 'on pace for ' + t.pace.projected + ' this month'));
+      const per = ' (' + t.pace.per_day + ' a day over the last 7 days)';
+      pace.appendChild(text(t.pace.runs_out ? 'on pace for ' + t.pace.projected + per + ': runs out around ' + t.pace.runs_out : 'on pace for ' + t.pace.projected + ' this month' + per));
       div.appendChild(pace);
     }
-    if (Array.isArray(t.days)) div.appendChild(drawDays(t));
     box.appendChild(div);
+    if (Array.isArray(t.days)) drawDays(div, t, box.clientWidth);
+    const csv = link('/v1/usage/history?team=' + encodeURIComponent(t.id) + '&format=csv', 'days (CSV)');
+    const p = document.createElement('div'); p.appendChild(csv); div.appendChild(p);
   }
 }
-// This month's calls per day beside the bar (issue #33): the quota's even pace as a dashed line.
-function drawDays(t) {
-  const w = 300, h = 34, days = t.days, n = Math.max(days.length, 1);
-  const svg = svgEl('svg', { viewBox: '0 0 ' + w + ' ' + h, preserveAspectRatio: 'none', width: '100%', height: h, class: 'days', 'data-days': days.length, role: 'img', 'aria-label': t.id + ' calls per day this month' });
-  const max = Math.max(1, ...days.map((d) => d.calls), t.quota > 0 && t.days_in_month ? t.quota / t.days_in_month : 0);
-  const bw = w / (t.days_in_month || n);
+// A month's calls per day (issue #41: its dates and numbers readable without hovering): the
+// first and last date under it, the busiest day's count on it, and a line of text below; the
+// quota's even pace as a dashed line.
+function drawDays(into, t, width) {
+  const W = Math.max(200, Math.round(width || 300)), H = 58, barsH = 38, days = t.days;
+  const n = t.days_in_month || Math.max(days.length, 1);
+  const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, height: H, class: 'days', 'data-days': days.length, role: 'img', 'aria-label': t.id + ' calls per day' });
+  const even = t.quota > 0 && t.days_in_month ? t.quota / t.days_in_month : 0;
+  const max = Math.max(1, ...days.map((d) => d.calls), even);
+  const bw = W / n;
+  let busiest = null;
   days.forEach((d, i) => {
-    const bh = d.calls / max * (h - 2);
-    const r = svgEl('rect', { x: (i * bw + 0.5).toFixed(1), y: (h - bh).toFixed(1), width: Math.max(1, bw - 1).toFixed(1), height: bh.toFixed(1), fill: '#60a5fa' });
-    const title = svgEl('title', {}); title.textContent = d.date + ': ' + d.calls + ' calls'; r.appendChild(title);
+    const bh = d.calls / max * (barsH - 12);
+    const r = svgEl('rect', { x: (i * bw + 0.5).toFixed(1), y: (barsH - bh).toFixed(1), width: Math.max(1, bw - 1).toFixed(1), height: bh.toFixed(1), fill: d.credited > 0 ? '#22c55e' : '#60a5fa', 'data-date': d.date, 'data-calls': d.calls });
+    r.appendChild(svgEl('title', {}, d.date + ': ' + d.calls + ' calls' + (d.credited ? ', ' + d.credited + ' credited' : '')));
     svg.appendChild(r);
+    if (busiest === null || d.calls > busiest.d.calls) busiest = { d, i };
   });
-  if (t.quota > 0 && t.days_in_month) {
-    const pace = h - (t.quota / t.days_in_month) / max * (h - 2);
-    svg.appendChild(svgEl('line', { x1: 0, y1: pace, x2: w, y2: pace, stroke: '#9ca3af', 'stroke-dasharray': '3 3', class: 'pace' }));
+  if (busiest !== null && busiest.d.calls > 0) {
+    const bx = Math.min(W - 2, Math.max(2, busiest.i * bw + bw / 2));
+    svg.appendChild(svgEl('text', { x: bx, y: 9, 'text-anchor': bx < W / 4 ? 'start' : bx > W * 3 / 4 ? 'end' : 'middle', class: 'peak' }, String(busiest.d.calls)));
   }
-  return svg;
+  if (even > 0) {
+    const pace = barsH - even / max * (barsH - 12);
+    svg.appendChild(svgEl('line', { x1: 0, y1: pace, x2: W, y2: pace, stroke: '#9ca3af', 'stroke-dasharray': '3 3', class: 'pace' }));
+  }
+  svg.appendChild(svgEl('line', { x1: 0, y1: barsH + 0.5, x2: W, y2: barsH + 0.5, stroke: '#d1d5db' }));
+  if (days.length > 0) {
+    svg.appendChild(svgEl('text', { x: 0, y: H - 6, 'text-anchor': 'start', class: 'date' }, shortDate(days[0].date)));
+    if (days.length > 1) {
+      const lx = Math.min(W, (days.length - 0.5) * bw);
+      svg.appendChild(svgEl('text', { x: lx, y: H - 6, 'text-anchor': lx > W - 40 ? 'end' : 'middle', class: 'date' }, shortDate(days[days.length - 1].date)));
+    }
+  }
+  into.appendChild(svg);
+  if (days.length > 0) {
+    const today = days[days.length - 1];
+    const credited = days.reduce((a, d) => a + (d.credited || 0), 0);
+    const line = document.createElement('div'); line.className = 'days-text';
+    line.appendChild(text('today ' + today.calls + (busiest && busiest.d.calls > 0 ? ' · busiest ' + busiest.d.calls + ' on ' + shortDate(busiest.d.date) : '') + (credited ? ' · credited ' + credited : '')));
+    into.appendChild(line);
+  }
 }
-function drawAlerts(alerts) {
+function drawAlerts(alerts, recoveries, nowMs) {
   const box = $('alerts'); box.replaceChildren();
-  for (const a of alerts) { const d = document.createElement('div'); d.className = 'alert'; d.textContent = a; box.appendChild(d); }
+  for (const a of alerts) {
+    const d = document.createElement('div'); d.className = 'alert'; d.setAttribute('data-kind', a.kind);
+    d.textContent = a.text + (a.since_ms ? ' — since ' + hhmmss(a.since_ms) + ' (' + lasted((nowMs - a.since_ms) / 1000) + ')' : '');
+    box.appendChild(d);
+  }
+  const ok = $('recoveries'); ok.replaceChildren();
+  for (const r of recoveries) {
+    const d = document.createElement('div'); d.className = 'recovery'; d.setAttribute('data-kind', r.kind); d.setAttribute('data-lasted', String(r.lasted_s));
+    d.textContent = (r.kind === 'server' ? 'The server answers again' : 'The store answers again') + ' since ' + hhmmss(r.end_ms) + ', after ' + lasted(r.lasted_s) + (r.kind === 'server' ? ' of failures' : ' away') + ' (from ' + hhmmss(r.start_ms) + ').';
+    ok.appendChild(d);
+  }
 }
 function drawServer(s) {
   clear('server');
   const u = s.upstream;
-  const ustate = u.state === 'failing' ? { cls: 'bad', v: 'failing' } : u.state === 'ok' ? { cls: 'ok', v: 'answering' } : { cls: 'muted', v: 'no calls in 5 min' };
+  const ustate = u.state === 'failing' ? { cls: 'bad', v: 'failing' + (u.since_ms ? ' since ' + hhmmss(u.since_ms) : '') } : u.state === 'ok' ? { cls: 'ok', v: 'answering' } : { cls: 'muted', v: 'no calls in 5 min' };
   row($('server'), ['server', ustate], { 'data-upstream': u.state });
   row($('server'), ['server version', s.server.version]);
   row($('server'), ['time to headers (5 min avg)', u.latency_ms === null ? null : u.latency_ms + ' ms']);
   row($('server'), ['failed (5xx, 502, 504), 5 min', u.errors_5m + ' of ' + u.calls_5m + (u.calls_5m ? ' (' + (u.error_share * 100).toFixed(0) + ' %)' : '')], { 'data-errors': String(u.errors_5m) });
-  if (u.last_error) row($('server'), ['last failure', hhmm(u.last_error.at) + ' ' + (u.last_error.status || '') + ' ' + (u.last_error.error || '')]);
-  const st = s.store.kind === 'memory' ? { cls: 'muted', v: 'memory (this process)' } : s.store.ready ? { cls: 'ok', v: s.store.kind + ', answering' } : { cls: 'bad', v: s.store.kind + ', NOT answering' };
+  if (u.last_error) row($('server'), ['last failure', hhmmss(u.last_error.at) + ' ' + (u.last_error.status || '') + ' ' + (u.last_error.error || '')]);
+  const st = s.store.kind === 'memory' ? { cls: 'muted', v: 'memory (this process)' } : s.store.ready ? { cls: 'ok', v: s.store.kind + ', answering' } : { cls: 'bad', v: s.store.kind + ', NOT answering' + (s.store.since_ms ? ' since ' + hhmmss(s.store.since_ms) : '') };
   row($('server'), ['store', st], { 'data-store': s.store.ready ? 'up' : 'down' });
   const rep = $('report'); rep.replaceChildren();
   const sv = s.server;
@@ -204,15 +262,23 @@ function drawServer(s) {
     }
   }
 }
-function draw(s) {
-  $('version').textContent = s.version + ' · ' + s.processes + ' process' + (s.processes === 1 ? '' : 'es') + ' · up ' + s.uptime_s + ' s';
-  drawAlerts(s.alerts);
-  drawChart(s.traffic);
+// A busy key whole, as operators search for it (issue #41): a base by its hyphenated UUID, its
+// team and override on a line of their own; its admitted and refused calls apart.
+function drawBusiest(busiest) {
   clear('busiest');
-  for (const b of s.busiest) {
-    const tr = row($('busiest'), [b.key, { cls: 'w', v: [b.team && 'team ' + b.team, b.override && 'override ' + b.override].filter(Boolean).join(' · ') || '' }, b.calls], { 'data-key': b.key, 'data-calls': String(b.calls) });
-    tr.firstChild.title = b.key;
+  for (const b of busiest) {
+    const tr = row($('busiest'), [{ cls: 'key', v: b.name || b.key }, b.admitted, b.refused], { 'data-key': b.key, 'data-calls': String(b.calls), 'data-admitted': String(b.admitted), 'data-refused': String(b.refused) });
+    const who = [b.team && 'team ' + b.team, b.override && 'override ' + b.override].filter(Boolean).join(' · ');
+    if (who) { const s = document.createElement('span'); s.className = 'who'; s.textContent = who; tr.firstChild.appendChild(s); }
   }
+}
+function draw(s) {
+  lastStatus = s;
+  const nowMs = Date.now();
+  $('version').textContent = s.version + ' · ' + s.processes + ' process' + (s.processes === 1 ? '' : 'es') + ' · up ' + lasted(s.uptime_s);
+  drawAlerts(s.alerts, s.recoveries || [], nowMs);
+  drawChart(s.traffic);
+  drawBusiest(s.busiest);
   clear('refusals'); const rs = Object.entries(s.refusals);
   if (rs.length === 0) row($('refusals'), ['none', 0]); for (const [r, n] of rs) row($('refusals'), [r, n], { 'data-reason': r });
   drawTeams(s.teams);
@@ -249,15 +315,61 @@ $('history-form').addEventListener('submit', async (ev) => {
   const box = $('history'); box.replaceChildren();
   const base = $('history-base').value.trim();
   try {
-    const r = await fetch(new URL('/v1/usage/history?base=' + encodeURIComponent(base), location.origin).href, { credentials: 'same-origin', cache: 'no-store' });
+    const q = '/v1/usage/history?base=' + encodeURIComponent(base);
+    const r = await fetch(new URL(q, location.origin).href, { credentials: 'same-origin', cache: 'no-store' });
     const h = await r.json();
     if (!r.ok) { box.appendChild(text(h.error_msg || ('HTTP ' + r.status))); return; }
     const total = h.days.reduce((a, d) => a + d.calls, 0);
     const p = document.createElement('div'); p.setAttribute('data-history', h.key); p.setAttribute('data-total', String(total));
-    p.appendChild(text(h.key + ': ' + total + ' calls from ' + h.from + ' to ' + h.to));
+    p.appendChild(text((h.id || h.key) + ': ' + total + ' calls from ' + h.from + ' to ' + h.to + ' '));
+    p.appendChild(link(q + '&format=csv', '(CSV)'));
     box.appendChild(p);
-    box.appendChild(drawDays({ id: h.key, days: h.days, quota: 0, days_in_month: h.days.length }));
+    drawDays(box, { id: h.key, days: h.days, quota: 0, days_in_month: h.days.length }, box.clientWidth);
   } catch (e) { box.appendChild(text('could not read: ' + e.message)); }
 });
+// Redrawn at the width the window now gives (a phone turned, a window resized).
+let resizing = null;
+window.addEventListener('resize', () => { clearTimeout(resizing); resizing = setTimeout(() => lastStatus && draw(lastStatus), 150); });
 refresh(); setInterval(refresh, 5000);
 `
+
+export const STATUS_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>basegate status</title>
+<style>${STATUS_CSS}</style>
+</head>
+<body>
+<h1>basegate <span id="version" class="muted"></span></h1>
+<div class="muted"><span id="state">loading…</span> · refreshed every 5 s · <span id="updated"></span></div>
+<div id="alerts" role="alert"></div>
+<div id="recoveries"></div>
+<section class="block">
+  <h2 class="first">Calls per second, last 15 minutes, by class and outcome</h2>
+  <div id="chart-box"><svg id="chart" role="img" aria-label="calls per second"></svg></div>
+  <table id="series"><thead><tr><th>class / outcome</th><th class="n">calls (15 min)</th><th class="n">per s (last 10 s)</th></tr></thead><tbody></tbody></table>
+</section>
+<div class="grid">
+  <section class="wide"><h2>Busiest keys (15 min)</h2><table id="busiest"><thead><tr><th>key</th><th class="n">admitted</th><th class="n">refused</th></tr></thead><tbody></tbody></table></section>
+  <section><h2>Refusals and sheds (15 min)</h2><table id="refusals"><tbody></tbody></table></section>
+  <section><h2>Teams this month</h2><div id="teams"></div><p class="exports"><a id="export-month" href="/v1/usage/export?format=csv">Export this month: every team and base (CSV)</a></p></section>
+  <section><h2>Server protection</h2><table id="protect"><tbody></tbody></table></section>
+  <section class="wide"><h2>Server and store</h2><table id="server"><tbody></tbody></table><div id="report"></div></section>
+</div>
+<section class="block"><h2 class="first">A base's calls per day</h2>
+  <form id="history-form"><input id="history-base" placeholder="base UUID" aria-label="base UUID" autocomplete="off"> <button type="submit">Show this month</button></form>
+  <div id="history" class="muted"></div>
+</section>
+<section class="block"><h2 class="first">Configuration in force (secrets masked)</h2><pre id="config"></pre></section>
+<script>${STATUS_JS}</script>
+</body>
+</html>
+`
+
+const sha256 = (text: string) =>
+  `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`
+
+/** The page's CSP: its own script and style only, fetches to its origin, never framed. */
+export const STATUS_CSP = `default-src 'none'; script-src ${sha256(STATUS_JS)}; style-src ${sha256(STATUS_CSS)}; connect-src 'self'; img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`

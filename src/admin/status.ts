@@ -4,13 +4,15 @@ import type { ConfigHolder } from '../config/holder.js'
 import { HISTORY } from '../history/match.js'
 import { upgradeReport } from '../history/report.js'
 import { compareVersions } from '../history/version.js'
-import type { StatusCounts } from '../observe/status-recorder.js'
+import type { Busy, StatusCounts } from '../observe/status-recorder.js'
+import { Episodes } from '../observe/health.js'
+import { hyphenated } from './usage-history.js'
 import { REFUSAL_OF } from '../observe/metrics.js'
 import type { ProtectState } from '../protect/protector.js'
 import type { LimiterStore, StoreKind } from '../types.js'
 import type { HistoryDeps } from './history.js'
 import { configView } from '../config/view.js'
-import { STATUS_CSS, STATUS_HTML, STATUS_JS } from './status-page.js'
+import { STATUS_CSP, STATUS_HTML } from './status-page.js'
 import { monthOf } from './teams.js'
 import { addDays, dayBounds, daysInMonth, monthBounds } from '../quota/month.js'
 import { callsOn, lastFullWeek, paceOf, readTeamRange } from '../usage/ledger-view.js'
@@ -35,6 +37,8 @@ export interface StatusDeps {
   protect: () => Promise<ProtectState | null>
   history: HistoryDeps
   workers: () => number
+  /** Issue #41: the store's trouble, since when, and the last that ended (fed by each status read). */
+  storeHealth: Episodes
 }
 
 /** Outcomes that are refusals of ours, by the metrics' reasons, and two the metrics count apart. */
@@ -73,15 +77,21 @@ async function upgrades(deps: StatusDeps, server: string | null, t: number) {
   return { next, upgrade_report: reports[0] ?? null, next_breaking: breaking }
 }
 
-/** Issue #34: how the server is doing, from the calls that reached it in the last 5 minutes. */
+/**
+ * How the server is doing (issues #34, #41): failing or answering now, and since when (judged
+ * call by call, observe/health.ts), the last failure that ended, and the last 5 minutes' shares.
+ */
 function upstreamHealth(u: StatusCounts['upstream']) {
   const recent = (xs: number[]) => xs.slice(-30).reduce((a, b) => a + b, 0)
   const calls = recent(u.calls)
   const errors = recent(u.errors)
   const share = calls === 0 ? 0 : errors / calls
-  const state = calls === 0 ? 'idle' : errors >= 3 && share >= 0.2 ? 'failing' : 'ok'
+  const h = u.health
+  const state = h.state === 'failing' ? 'failing' : calls === 0 ? 'idle' : 'ok'
   return {
     state,
+    since_ms: h.since_ms,
+    last_outage: h.last,
     calls_5m: calls,
     errors_5m: errors,
     error_share: Math.round(share * 1000) / 1000,
@@ -90,13 +100,17 @@ function upstreamHealth(u: StatusCounts['upstream']) {
   }
 }
 
-/** A busiest key with the team and the override it counts under, where it has them. */
-function annotated(snap: ConfigHolder['current'], b: { key: string; calls: number }) {
+/**
+ * A busiest key as an operator searches for it (issue #41): a base by its hyphenated UUID, with
+ * the team and the override it counts under, where it has them.
+ */
+function annotated(snap: ConfigHolder['current'], b: Busy) {
   const uuid = b.key.startsWith('base:') ? b.key.slice(5) : null
   const ip = b.key.startsWith('ip:') && !b.key.includes('/') ? b.key.slice(3) : null
   const team = uuid === null ? undefined : snap.teamOfBase.get(uuid)?.id
   const hit = snap.overrides.any ? snap.overrides.find(uuid, ip ?? '') : null
-  return { ...b, team, override: hit?.o.name }
+  const name = uuid !== null ? `base ${hyphenated(uuid)}` : `client ${b.key.slice(3)}`
+  return { ...b, name, team, override: hit?.o.name }
 }
 
 /** Issue #34: the page must draw a sick store, not wait on it: what does not answer soon is left out. */
@@ -197,12 +211,18 @@ export async function statusJson(deps: StatusDeps) {
     ? await Promise.all([teamMonths(deps), answered(deps.clock, upgrades(deps, server, t), none)])
     : [unknownMonths(deps), { ...none, unavailable: true }]
   const upstream = upstreamHealth(counts.upstream)
+  if (deps.storeKind !== 'memory') {
+    if (ready) deps.storeHealth.end(t)
+    else deps.storeHealth.begin(t)
+  }
+  const store = { kind: deps.storeKind, ready, ...deps.storeHealth.view() }
   return {
     version: deps.version,
     uptime_s: Math.round((t - deps.startedMs) / 1000),
     processes: deps.workers(),
-    alerts: alertsOf(snap.config, deps.storeKind, ready, upstream),
-    store: { kind: deps.storeKind, ready },
+    alerts: alertsOf(snap.config, store, upstream),
+    recoveries: recoveriesOf(t, store, upstream),
+    store,
     upstream,
     server: { version: server, ...upgrade },
     traffic: { step_s: 10, end: counts.endS, series: counts.series },
@@ -214,51 +234,75 @@ export async function statusJson(deps: StatusDeps) {
   }
 }
 
-/** What the page's header flags in red (issue #34): a store or a server in trouble. */
+/** A problem the page's header flags in red: what, and since when (epoch ms). */
+interface Alert {
+  kind: 'store' | 'server'
+  text: string
+  since_ms: number | null
+}
+
+/** What the page's header flags in red (issues #34, #41): a store or a server in trouble. */
 function alertsOf(
   config: ConfigHolder['current']['config'],
-  kind: StoreKind,
-  ready: boolean,
+  store: { kind: StoreKind; ready: boolean; since_ms: number | null },
   upstream: ReturnType<typeof upstreamHealth>
-): string[] {
-  const out: string[] = []
-  if (kind !== 'memory' && !ready) {
+): Alert[] {
+  const out: Alert[] = []
+  if (store.kind !== 'memory' && !store.ready) {
     const effect =
       config.store.onError === 'open'
-        ? 'on_error: open, so each instance limits alone'
+        ? 'on_error: open, so each instance limits alone and team months catch up when it answers'
         : 'on_error: closed, so calls get 503'
-    out.push(`the store (${storeAddress(config.store)}) does not answer: ${effect}`)
+    out.push({
+      kind: 'store',
+      text: `the store (${storeAddress(config.store)}) does not answer: ${effect}`,
+      since_ms: store.since_ms,
+    })
   }
   if (upstream.state === 'failing') {
     const last = upstream.last_error
     const lastText =
       last === null ? '' : `; last: ${last.status || ''} ${last.error ?? ''}`.replace(/ +/g, ' ')
-    out.push(
-      `the server failed ${upstream.errors_5m} of ${upstream.calls_5m} calls in the last 5 minutes (5xx, 502, 504)${lastText.trimEnd()}`
-    )
+    out.push({
+      kind: 'server',
+      text: `the server is failing (5xx, 502, 504): ${upstream.errors_5m} of ${upstream.calls_5m} calls in the last 5 minutes${lastText.trimEnd()}`,
+      since_ms: upstream.since_ms,
+    })
   }
+  return out
+}
+
+/** A problem that ended in the last 15 minutes: when, and how long it lasted (issue #41). */
+const RECOVERY_SHOWN_MS = 15 * 60_000
+
+function recoveriesOf(
+  nowMs: number,
+  store: { last: { start_ms: number; end_ms: number } | null },
+  upstream: ReturnType<typeof upstreamHealth>
+) {
+  const out: { kind: 'store' | 'server'; start_ms: number; end_ms: number; lasted_s: number }[] = []
+  const add = (kind: 'store' | 'server', l: { start_ms: number; end_ms: number } | null) => {
+    if (l === null || nowMs - l.end_ms > RECOVERY_SHOWN_MS) return
+    out.push({ kind, ...l, lasted_s: Math.round((l.end_ms - l.start_ms) / 1000) })
+  }
+  add('store', store.last)
+  add('server', upstream.last_outage)
   return out
 }
 
 /** SPEC §7 (issue #39 item 5): the page's own origin only, never framed, never sniffed. */
 const PAGE_HEADERS = {
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'content-security-policy': STATUS_CSP,
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
 }
 
-export function statusRoutes(app: Hono, deps: StatusDeps): void {
+export function statusRoutes(app: Hono, given: Omit<StatusDeps, 'storeHealth'>): void {
+  const deps: StatusDeps = { ...given, storeHealth: new Episodes() }
   app.get('/v1/status', async (c) => c.json(await statusJson(deps)))
   // The page draws /v1/status in the browser; no asset comes from anywhere else, nothing runs
-  // inline, and no other site may frame it (clickjacking a state change).
+  // but its own script, and no other site may frame it (clickjacking a state change).
   app.get('/', (c) => c.html(STATUS_HTML, 200, PAGE_HEADERS))
-  app.get('/status.js', (c) =>
-    c.body(STATUS_JS, 200, { ...PAGE_HEADERS, 'content-type': 'text/javascript; charset=utf-8' })
-  )
-  app.get('/status.css', (c) =>
-    c.body(STATUS_CSS, 200, { ...PAGE_HEADERS, 'content-type': 'text/css; charset=utf-8' })
-  )
 }

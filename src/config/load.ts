@@ -226,11 +226,14 @@ export function parseConfig(
     }
   }
   const problems: ConfigProblem[] = []
+  /** The variables the file's values read (a comment naming one reads nothing: issue #41). */
+  const read = new Set<string>()
   // Expand inside string values only (never in comments), after parsing, so the error can
   // name the field. An unquoted value is re-read as YAML so `port: ${PORT:-8080}` is a number.
   visit(doc, {
     Scalar(_key, node, path) {
       if (typeof node.value !== 'string' || !node.value.includes('$')) return
+      for (const m of node.value.matchAll(VAR_RE)) if (m[1] !== undefined) read.add(m[1])
       const field = formatPath(
         path.filter(YAML.isPair).map((p) => (isScalar(p.key) ? String(p.key.value) : '?'))
       )
@@ -251,7 +254,7 @@ export function parseConfig(
   const v = validate(raw)
   const all = dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines))
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
-  const warnings = [...ruleWarnings(v.config), ...unchosenWarnings(text, doc, env, flags)]
+  const warnings = [...ruleWarnings(v.config), ...unchosenWarnings(read, doc, env, flags)]
   return { ok: true, config: v.config, warnings }
 }
 
@@ -274,14 +277,14 @@ export const SHIPPED_VARIABLES: readonly [name: string, setting: string][] = [
  * address left at its default.
  */
 function unchosenWarnings(
-  text: string,
+  read: ReadonlySet<string>,
   doc: Document,
   env: NodeJS.ProcessEnv,
   flags: Flags
 ): ConfigProblem[] {
   const out: ConfigProblem[] = []
   for (const [name, setting] of SHIPPED_VARIABLES) {
-    if (env[name] === undefined || env[name] === '' || text.includes(`\${${name}`)) continue
+    if (env[name] === undefined || env[name] === '' || read.has(name)) continue
     out.push({
       field: setting,
       message: `${name} is set in the environment, but this file does not read it (write ${setting.split('.').pop()}: "\${${name}}" under ${setting.includes('.') ? setting.split('.')[0] : 'the top level'} to use it); the file's value, or the default, applies`,

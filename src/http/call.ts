@@ -17,6 +17,8 @@ import type { RateHeaderValues } from './rate-headers.js'
  */
 export type Outcome =
   | { kind: 'forwarded'; status: number; upstreamMs: number | null }
+  /** The server answered 5xx (issue #41: its own outcome in the metrics, the page, the alerts). */
+  | { kind: 'upstream_5xx'; status: number; upstreamMs: number | null }
   | { kind: 'upstream_error'; status: number; upstreamMs: number | null; error: string }
   | { kind: 'client_aborted'; upstreamMs: number | null }
   /**
@@ -53,6 +55,7 @@ export type OutcomeKind = Outcome['kind']
 export function statusOf(o: Outcome): number {
   switch (o.kind) {
     case 'forwarded':
+    case 'upstream_5xx':
     case 'upstream_error':
     case 'size_refused':
     case 'send_timeout':
@@ -170,4 +173,11 @@ export interface GateDeps {
   serverVersion?: () => string | null
   /** SPEC §8: counts calls an upgrade would break (batched, never a store call per request). */
   recorder?: { record(entryId: string, key: string, nowMs: number): void }
+}
+
+/** A call the server answered: forwarded, or (5xx) the server's own failure. */
+export function answeredOutcome(status: number, upstreamMs: number | null): Outcome {
+  return status >= 500
+    ? { kind: 'upstream_5xx', status, upstreamMs }
+    : { kind: 'forwarded', status, upstreamMs }
 }

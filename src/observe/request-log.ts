@@ -111,6 +111,7 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   body_unavailable: 'refused: body could not be held',
   body_timeout: 'refused: body not received in time',
   upstream_error: 'upstream error',
+  upstream_5xx: 'the upstream answered 5xx',
   client_aborted: 'client went away',
   send_timeout: 'cut: the client took none of its answer for upstream.timeout_ms',
   gone: 'refused: removed endpoint',
@@ -127,6 +128,7 @@ const NO_CHANGES: readonly string[] = []
 function outcomeFields(o: Outcome): Record<string, unknown> {
   switch (o.kind) {
     case 'forwarded':
+    case 'upstream_5xx':
       return { upstream_ms: o.upstreamMs === null ? undefined : round2(o.upstreamMs) }
     case 'upstream_error':
       return {
@@ -172,7 +174,9 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
 
 /** What the server made of a call that reached it (issue #34: the status page's health). */
 function upstreamSeen(o: Outcome): UpstreamSeen | null {
-  return o.kind === 'forwarded' || o.kind === 'upstream_error' ? o : null
+  return o.kind === 'forwarded' || o.kind === 'upstream_5xx' || o.kind === 'upstream_error'
+    ? o
+    : null
 }
 
 /** What a request's ending is counted in. */

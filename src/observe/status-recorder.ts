@@ -1,3 +1,5 @@
+import { HEALTHY, mergeHealth, UpstreamHealth, type HealthView } from './health.js'
+
 // SPEC §7's status page: the last 15 minutes of calls, per 10-second step by class and outcome,
 // and the busiest keys, kept in this process (a primary merges its workers'). Recording is two
 // map increments per request; memory is bounded (90 steps; at most MAX_KEYS keys a minute).
@@ -14,8 +16,8 @@ export interface StatusCounts {
   endS: number
   /** `<class>/<outcome>` → calls per step, oldest first (STEPS long). */
   series: Record<string, number[]>
-  /** Calls per key over the 15 minutes, busiest first (at most `top`). */
-  busiest: { key: string; calls: number }[]
+  /** Calls per key over the 15 minutes, busiest first (at most `top`), admitted and refused apart. */
+  busiest: Busy[]
   /** What the server made of the calls that reached it, per step (issue #34: its health). */
   upstream: UpstreamCounts
 }
@@ -30,7 +32,33 @@ export interface UpstreamCounts {
   ms: number[]
   /** The last failure: when (epoch ms), its status, and the error where there was one. */
   last_error: { at: number; status: number; error: string | null } | null
+  /** Issue #41: failing now (since when), and the last failure that ended. */
+  health: HealthView
 }
+
+/** A busy key: its calls, and how many of them were admitted and refused. */
+export interface Busy {
+  key: string
+  calls: number
+  admitted: number
+  refused: number
+}
+
+/** The outcomes that are basegate's refusals (the rest were admitted and went on). */
+const REFUSED = new Set([
+  'rate_limited',
+  'monthly_limited',
+  'size_refused',
+  'key_in_flight',
+  'shed',
+  'upstream_share',
+  'body_unavailable',
+  'body_timeout',
+  'bad_path',
+  'bad_request',
+  'store_unavailable',
+  'gone',
+])
 
 /**
  * One request as the server saw it: the forwarded and upstream_error outcomes are such (no
@@ -53,13 +81,19 @@ interface Step {
 
 interface Minute {
   startS: number
-  keys: Map<string, number>
+  /** key → [admitted, refused]. */
+  keys: Map<string, [number, number]>
 }
 
 export class StatusRecorder {
   private readonly steps: Step[] = []
   private readonly minutes: Minute[] = []
   private lastError: UpstreamCounts['last_error'] = null
+  private readonly health: UpstreamHealth
+
+  constructor(onHealth?: (failing: boolean, view: HealthView) => void) {
+    this.health = new UpstreamHealth(onHealth)
+  }
 
   /**
    * One request's ending: its class, its outcome, its key (if it had one), and what the server
@@ -81,16 +115,19 @@ export class StatusRecorder {
     byOutcome.set(outcome, (byOutcome.get(outcome) ?? 0) + 1)
     if (key === undefined) return
     const minute = this.minuteAt(s - (s % 60))
+    const refused = REFUSED.has(outcome) ? 1 : 0
     const n = minute.keys.get(key)
-    if (n !== undefined) minute.keys.set(key, n + 1)
-    else if (minute.keys.size < MAX_KEYS) minute.keys.set(key, 1)
+    if (n !== undefined) n[refused]!++
+    else if (minute.keys.size < MAX_KEYS) minute.keys.set(key, refused ? [0, 1] : [1, 0])
   }
 
   /** A call that reached the server: its health, counted in its step. */
   private seen(step: Step, u: UpstreamSeen, nowMs: number): void {
     step.upstreamCalls++
     if (u.upstreamMs !== null) step.upstreamMs += u.upstreamMs
-    if (u.status >= 500 || u.error !== undefined) {
+    const failed = u.status >= 500 || u.error !== undefined
+    this.health.seen(nowMs, failed)
+    if (failed) {
       step.upstreamErrors++
       this.lastError = { at: nowMs, status: u.status, error: u.error ?? null }
     }
@@ -114,7 +151,7 @@ export class StatusRecorder {
   private minuteAt(startS: number): Minute {
     const last = this.minutes[this.minutes.length - 1]
     if (last !== undefined && last.startS === startS) return last
-    const minute = { startS, keys: new Map<string, number>() }
+    const minute: Minute = { startS, keys: new Map() }
     this.minutes.push(minute)
     while (this.minutes.length > MINUTES) this.minutes.shift()
     return minute
@@ -128,6 +165,7 @@ export class StatusRecorder {
     const series: Record<string, number[]> = {}
     const upstream = emptyUpstream()
     upstream.last_error = this.lastError
+    upstream.health = this.health.view()
     for (const step of this.steps) {
       if (step.startS < firstS || step.startS > endS) continue
       const i = (step.startS - firstS) / STEP_S
@@ -141,25 +179,34 @@ export class StatusRecorder {
         }
       }
     }
-    const calls = new Map<string, number>()
+    const calls = new Map<string, [number, number]>()
     for (const m of this.minutes) {
       if (m.startS <= s - MINUTES * 60) continue
-      for (const [key, n] of m.keys) calls.set(key, (calls.get(key) ?? 0) + n)
+      for (const [key, [a, r]] of m.keys) addBusy(calls, key, a, r)
     }
     return { endS, series, busiest: topOf(calls, top), upstream }
   }
 }
 
-function emptyUpstream(): UpstreamCounts {
-  const zeroes = () => new Array<number>(STEPS).fill(0)
-  return { calls: zeroes(), errors: zeroes(), ms: zeroes(), last_error: null }
+function addBusy(calls: Map<string, [number, number]>, key: string, a: number, r: number): void {
+  const had = calls.get(key)
+  if (had === undefined) calls.set(key, [a, r])
+  else {
+    had[0] += a
+    had[1] += r
+  }
 }
 
-function topOf(calls: Map<string, number>, top: number): StatusCounts['busiest'] {
+function emptyUpstream(): UpstreamCounts {
+  const zeroes = () => new Array<number>(STEPS).fill(0)
+  return { calls: zeroes(), errors: zeroes(), ms: zeroes(), last_error: null, health: HEALTHY }
+}
+
+function topOf(calls: Map<string, [number, number]>, top: number): Busy[] {
   return [...calls]
-    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([key, [admitted, refused]]) => ({ key, calls: admitted + refused, admitted, refused }))
+    .sort((a, b) => b.calls - a.calls || (a.key < b.key ? -1 : 1))
     .slice(0, top)
-    .map(([key, n]) => ({ key, calls: n }))
 }
 
 /** Adds a process's steps into the merged ones, `shift` steps older (its clock was behind). */
@@ -177,8 +224,9 @@ function addShifted(into: number[], values: readonly number[], shift: number): v
 export function mergeCounts(parts: readonly StatusCounts[], top = 10): StatusCounts {
   const endS = Math.max(0, ...parts.map((p) => p.endS))
   const series: Record<string, number[]> = {}
-  const calls = new Map<string, number>()
+  const calls = new Map<string, [number, number]>()
   const upstream = emptyUpstream()
+  upstream.health = mergeHealth(parts.map((p) => p.upstream.health))
   for (const p of parts) {
     const shift = (endS - p.endS) / STEP_S
     for (const k of ['calls', 'errors', 'ms'] as const)
@@ -189,7 +237,7 @@ export function mergeCounts(parts: readonly StatusCounts[], top = 10): StatusCou
     for (const [name, values] of Object.entries(p.series)) {
       addShifted((series[name] ??= new Array<number>(STEPS).fill(0)), values, shift)
     }
-    for (const b of p.busiest) calls.set(b.key, (calls.get(b.key) ?? 0) + b.calls)
+    for (const b of p.busiest) addBusy(calls, b.key, b.admitted, b.refused)
   }
   return { endS, series, busiest: topOf(calls, top), upstream }
 }

@@ -8,10 +8,8 @@ import {
   type Tracer,
 } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
-import { resourceFromAttributes } from '@opentelemetry/resources'
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import type { IncomingMessage } from 'node:http'
+import type { Tracing } from './tracing-sdk.js'
 
 // Issue #25: OpenTelemetry traces with the official packages, off unless
 // OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. One span per
@@ -21,32 +19,20 @@ import type { IncomingMessage } from 'node:http'
 
 const W3C = new W3CTraceContextPropagator()
 
-export interface Tracing {
-  tracer: Tracer
-  shutdown(): Promise<void>
-}
+export type { Tracing }
 
-/** The tracer, or null when no OTLP endpoint is configured (then nothing is traced). */
-export function startTracing(env: NodeJS.ProcessEnv, version: string): Tracing | null {
+/**
+ * The tracer, or null when no OTLP endpoint is configured (then nothing is traced, and the SDK
+ * and its exporter are never loaded: issue #41, a start or `--version` pays nothing for them).
+ */
+export async function startTracing(
+  env: NodeJS.ProcessEnv,
+  version: string
+): Promise<Tracing | null> {
   const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT
   if (endpoint === undefined || endpoint === '' || env.OTEL_SDK_DISABLED === 'true') return null
-  // The exporter reads the endpoint, headers and timeout from the same OTEL_* variables.
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({
-      'service.name': env.OTEL_SERVICE_NAME ?? 'basegate',
-      'service.version': version,
-    }),
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
-  })
-  return {
-    tracer: provider.getTracer('basegate', version),
-    // The last spans get a second to leave; an endpoint that is down never holds a stop up.
-    shutdown: () =>
-      Promise.race([
-        provider.shutdown().catch(() => {}),
-        new Promise<void>((r) => setTimeout(r, 1000).unref()),
-      ]),
-  }
+  const { startSdk } = await import('./tracing-sdk.js')
+  return startSdk(env, version)
 }
 
 const headerGetter = {

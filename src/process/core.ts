@@ -130,8 +130,18 @@ export async function bootCore(
     logger,
     metrics,
     summary: new UsageSummary(10, 100_000, runtime.clock),
-    status: new StatusRecorder(),
-    tracing: startTracing(runtime.env, version()),
+    status: new StatusRecorder((failing, view) => {
+      // Issue #41: the server's trouble in the log too, as it starts and as it ends.
+      if (failing) logger.warn({ since: view.since_ms }, 'the server is failing (5xx, 502, 504)')
+      else if (view.last !== null) {
+        const lastedS = Math.round((view.last.end_ms - view.last.start_ms) / 100) / 10
+        logger.info(
+          { lasted_s: lastedS },
+          `the server answers again after ${lastedS} s of failures`
+        )
+      }
+    }),
+    tracing: await startTracing(runtime.env, version()),
     startedMs: runtime.clock.now(),
     holder,
     stores,

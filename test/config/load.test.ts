@@ -545,6 +545,13 @@ describe('values an operator did not choose (issue #34 item 8)', () => {
       /^REDIS_URL is set in the environment, but this file does not read it \(write url: "\$\{REDIS_URL\}" under store to use it\)/
     )
   })
+  it('issue #41: a comment naming the variable does not read it', () => {
+    const r = parseConfig(up + '# upstream: { url: "${BASEGATE_UPSTREAM}" }\nmode: enforce', {
+      BASEGATE_UPSTREAM: 'http://10.0.0.7:8000',
+    })
+    expect(r.ok && r.warnings.map((w) => w.field)).toEqual(['upstream.url'])
+  })
+
   it('a file that reads the variable, or an environment without it, says nothing', () => {
     const r = parseConfig(up + 'store: { url: "${REDIS_URL:-}" }', { REDIS_URL: 'redis://x:6379' })
     expect(r.ok && r.warnings).toEqual([])

@@ -184,7 +184,7 @@ describe('Prometheus alert rules', () => {
     const exposed = new Set(new Metrics().names())
     for (const r of rules) for (const m of r.expr.matchAll(/\b(basegate_[a-z_]+)\b/g)) expect(exposed.has(m[1]!), `${r.alert}: ${m[1]}`).toBe(true)
     const exprs = rules.map((r) => r.expr).join('\n')
-    for (const needle of ['basegate_store_fallback_decisions_total', 'store_unavailable', 'up{job="basegate"}', 'upstream_error', 'basegate_refusals_total', '>= 0.8', 'basegate_monthly_used >= basegate_monthly_quota', 'basegate_config_last_reload_successful'])
+    for (const needle of ['basegate_store_fallback_decisions_total', 'store_unavailable', 'up{job="basegate"}', 'upstream_error', 'basegate_refusals_total', '>= 0.8', 'max by (team) (basegate_monthly_used) >= max by (team) (basegate_monthly_quota)', 'upstream_5xx', 'basegate_config_last_reload_successful'])
       expect(exprs, needle).toContain(needle)
     expect(YAML.parse(read('deploy/prometheus/prometheus.yml')).rule_files).toContain('alerts.yml')
   })
@@ -344,7 +344,7 @@ describe('engines (issue #34 item 7)', () => {
       return range === undefined || admits(range, oldest) ? [] : [`${p.name}@${p.version}: ${range}`]
     })
     expect(needMore).toEqual([])
-    expect(admits('>=22', oldest)).toBe(false) // the check itself
+    expect(admits('>=26', oldest)).toBe(false) // the check itself
     expect(admits('^18.19.0 || >=20.6.0', oldest)).toBe(true)
     expect(read('README.md')).toMatch(/EBADENGINE/)
   })

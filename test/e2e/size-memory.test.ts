@@ -65,19 +65,21 @@ describe('size checks with bounded memory (issue #15)', () => {
     await up?.close()
   })
 
-  it('10 concurrent 16 MiB bodies: RSS grows by at most 1.3 × the bytes held, other requests answer within 250 ms', async () => {
+  it('10 concurrent 16 MiB bodies: RSS grows by at most 1.3 × the bytes held, and other requests are answered meanwhile', async () => {
     const pid = gw.proc.pid!
     await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
     const before = rssMb(pid)
     let peak = before
     const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 20)
-    const latencies: number[] = []
+    let answered = 0
     let running = true
     const probe = (async () => {
       while (running) {
-        const t0 = performance.now()
-        await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
-        latencies.push(performance.now() - t0)
+        if (
+          (await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })).status ===
+          200
+        )
+          answered++
         await new Promise((r) => setTimeout(r, 20))
       }
     })()
@@ -91,13 +93,9 @@ describe('size checks with bounded memory (issue #15)', () => {
     // their raw bytes: no parse objects on top.
     const heldMb = bytesSeen / 1024 / 1024
     expect(peak - before).toBeLessThan(1.3 * heldMb)
-    latencies.sort((a, b) => a - b)
-    expect(latencies.length).toBeGreaterThan(3)
-    // Within 250 ms at the median even while the rest of the suite loads both cores (a fresh
-    // CI clone saw 118 ms on a slow day); the body is never parsed whole, so no call waits
-    // behind one (it waited 1.8 s before issue #15).
-    expect(latencies[Math.floor(latencies.length / 2)]!).toBeLessThan(250)
-    expect(latencies.at(-1)!).toBeLessThan(1000)
+    // Answered while the bodies come (how fast is the benchmark's to say, issue #42: no timed
+    // assertion here; test/heavy/size-latency.test.ts holds the 250 ms in .ci/load).
+    expect(answered).toBeGreaterThan(3)
   }, 60_000)
 
   it('ten 100,000-deep bodies at once: 400 each, RSS grows under 50 MB', async () => {

@@ -51,7 +51,7 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     })
     expect(ok.status).toBe(200)
     expect(ok.headers['content-type']).toMatch(/text\/html/)
-    expect(ok.body).toContain('/status.js')
+    expect(ok.body).toContain('/v1/status')
     // No asset from outside: nothing but this origin.
     expect(ok.body).not.toMatch(/(src|href)="https?:/)
     expect(ok.headers['content-security-policy']).toContain("default-src 'none'")
@@ -73,8 +73,16 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(total('base/rate_limited')).toBe(2)
     expect(total('other/forwarded')).toBe(1)
     expect(s.refusals).toEqual({ rate: 2 })
-    // Issue #34: a busiest key names the team it counts under.
-    expect(s.busiest[0]).toEqual({ key: `base:${U.replace(/-/g, '')}`, calls: 5, team: 'acme' })
+    // Issue #34: a busiest key names the team it counts under; issue #41: by its hyphenated
+    // UUID, its admitted and refused calls apart.
+    expect(s.busiest[0]).toEqual({
+      key: `base:${U.replace(/-/g, '')}`,
+      name: `base ${U.toLowerCase()}`,
+      calls: 5,
+      admitted: 3,
+      refused: 2,
+      team: 'acme',
+    })
     // Issue #33 adds the month's days and the pace to each team; their figures are tested in
     // test/e2e/usage-history.test.ts.
     expect(s.teams).toHaveLength(1)
@@ -84,7 +92,7 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(s.teams[0].days.length).toBeLessThanOrEqual(s.teams[0].days_in_month)
     expect(typeof s.teams[0].pace.projected).toBe('number')
     expect(s.processes).toBe(workers)
-    expect(s.store).toEqual({ kind: 'redis', ready: true })
+    expect(s.store).toEqual({ kind: 'redis', ready: true, state: 'ok', since_ms: null, last: null })
     expect(s.config.admin.token).toBe('****')
     expect(JSON.stringify(s)).not.toContain(TOKEN)
     // SPEC §9 under workers: each holds its share of the ceiling; the primary sums them.

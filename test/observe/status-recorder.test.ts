@@ -16,9 +16,10 @@ describe('the status page counts (SPEC §7)', () => {
     expect(total('base/forwarded')).toBe(5)
     expect(total('base/rate_limited')).toBe(1)
     expect(c.series['other/forwarded']!.at(-1)).toBe(1)
+    // Issue #41: admitted and refused apart.
     expect(c.busiest).toEqual([
-      { key: 'base:a', calls: 6 },
-      { key: 'ip:1.2.3.4', calls: 1 },
+      { key: 'base:a', calls: 6, admitted: 5, refused: 1 },
+      { key: 'ip:1.2.3.4', calls: 1, admitted: 1, refused: 0 },
     ])
   })
 
@@ -31,6 +32,60 @@ describe('the status page counts (SPEC §7)', () => {
     const m = mergeCounts([a.counts(T), b.counts(T + STEP_S * 1000)])
     expect(m.series['base/forwarded']!.slice(-2)).toEqual([1, 1])
     expect(m.series['base/shed']!.at(-1)).toBe(1)
-    expect(m.busiest[0]).toEqual({ key: 'base:x', calls: 2 })
+    expect(m.busiest[0]).toEqual({ key: 'base:x', calls: 2, admitted: 2, refused: 0 })
+    expect(m.busiest[1]).toEqual({ key: 'base:y', calls: 1, admitted: 0, refused: 1 })
+  })
+
+  it('issue #41: the server failing after 3 failed calls in a row, since the third; answering again after 2 good ones, with how long it lasted', () => {
+    const changes: boolean[] = []
+    const r = new StatusRecorder((failing) => changes.push(failing))
+    const call = (at: number, status: number) =>
+      r.record('base', status >= 500 ? 'upstream_5xx' : 'forwarded', 'base:a', at, {
+        status,
+        upstreamMs: 1,
+      })
+    call(T, 200)
+    call(T + 1000, 502)
+    call(T + 2000, 502)
+    expect(r.counts(T + 2000).upstream.health.state).toBe('ok')
+    call(T + 3000, 502)
+    expect(r.counts(T + 3000).upstream.health).toEqual({
+      state: 'failing',
+      since_ms: T + 3000,
+      last: null,
+    })
+    call(T + 9000, 200)
+    expect(r.counts(T + 9000).upstream.health.state).toBe('failing')
+    call(T + 10_000, 200)
+    expect(r.counts(T + 10_000).upstream.health).toEqual({
+      state: 'ok',
+      since_ms: null,
+      last: { start_ms: T + 3000, end_ms: T + 10_000 },
+    })
+    expect(changes).toEqual([true, false])
+    // Workers merged: failing when one is, since the earliest.
+    const other = new StatusRecorder()
+    for (let i = 0; i < 3; i++)
+      other.record('base', 'upstream_error', undefined, T + 20_000 + i, {
+        status: 502,
+        upstreamMs: null,
+        error: 'ECONNREFUSED',
+      })
+    const m = mergeCounts([r.counts(T + 21_000), other.counts(T + 21_000)])
+    expect(m.upstream.health).toEqual({
+      state: 'failing',
+      since_ms: T + 20_002,
+      last: { start_ms: T + 3000, end_ms: T + 10_000 },
+    })
+  })
+
+  it('half of the last 10 s failing is failing too, without 3 in a row', () => {
+    const r = new StatusRecorder()
+    for (let i = 0; i < 4; i++)
+      r.record('base', i % 2 ? 'upstream_5xx' : 'forwarded', undefined, T + i * 100, {
+        status: i % 2 ? 503 : 200,
+        upstreamMs: 1,
+      })
+    expect(r.counts(T + 400).upstream.health.state).toBe('failing')
   })
 })

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest'
 
 /** Bottom to top. A room may import any room on a lower floor. */
 const FLOORS: readonly (readonly string[])[] = [
-  ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts'],
+  ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts', 'node-version.ts'],
   ['request', 'limiter', 'quota', 'batch'],
   ['history', 'overrides', 'size', 'usage'],
   ['http'],
@@ -26,6 +26,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['process'],
   ['demo-upstream.ts', 'healthcheck.ts'],
   ['cli.ts', 'demo.ts'],
+  ['serve.ts'],
   ['main.ts'],
 ]
 

@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest'
 
 const SRC = fileURLToPath(new URL('../../src', import.meta.url))
 const MAX = 80
-/** The processes' entry points: main.ts and cli.ts (basegate), healthcheck.ts (its own bin), demo.ts (npm run demo). */
-const READS_ENV = new Set(['main.ts', 'cli.ts', 'healthcheck.ts', 'demo.ts'])
+/** The processes' entry points: main.ts, serve.ts and cli.ts (basegate), healthcheck.ts (its own bin), demo.ts (npm run demo). */
+const READS_ENV = new Set(['main.ts', 'serve.ts', 'cli.ts', 'healthcheck.ts', 'demo.ts'])
 
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
@@ -48,6 +48,6 @@ describe('src/ style', () => {
       .filter((f) => /process\.env\b/.test(readFileSync(f, 'utf8')))
       .map((f) => f.slice(SRC.length + 1))
     expect(readers.filter((f) => !READS_ENV.has(f))).toEqual([])
-    expect(readers).toContain('main.ts')
+    expect(readers).toContain('serve.ts')
   })
 })

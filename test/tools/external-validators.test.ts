@@ -46,4 +46,16 @@ describe('Prometheus alert rules', () => {
     })
     expect(r.status, `promtool (installed by .ci/tools): ${r.stdout}${r.stderr}`).toBe(0)
   })
+
+  it('fire as issue #41 asks: a third of calls answered 502 fires BasegateUpstreamErrors; two instances reporting one used-up team give one alert', () => {
+    const r = spawnSync(
+      'promtool',
+      ['test', 'rules', root('test/tools/promtool/alerts.test.yml')],
+      {
+        encoding: 'utf8',
+      }
+    )
+    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0)
+    expect(r.stdout).toContain('SUCCESS')
+  })
 })

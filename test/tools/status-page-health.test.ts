@@ -90,13 +90,16 @@ monthly:
     // Used up is red (100 % is where its calls get 429).
     expect(await page.getAttribute('.team[data-team="exact"] .bar', 'class')).toBe('bar red')
 
-    // The busiest keys: their team, and the calls column inside its card at 1,400 px.
+    // The busiest keys: whole, as operators search for them (the hyphenated UUID), their team,
+    // admitted and refused apart, and the last column inside its card at 1,400 px.
     const keyRow = `#busiest tr[data-key="base:${A.replace(/-/g, '')}"]`
-    expect(await page.textContent(`${keyRow} td.w`)).toBe('team exact')
+    expect(await page.textContent(`${keyRow} td.key`)).toBe(`base ${A}team exact`)
+    expect(await page.textContent(`${keyRow} .who`)).toBe('team exact')
     const card = (await page.locator('#busiest').locator('xpath=..').boundingBox())!
-    const calls = (await page.locator(`${keyRow} td.n`).boundingBox())!
-    expect(calls.x + calls.width).toBeLessThanOrEqual(card.x + card.width + 0.5)
-    expect(await page.textContent(`${keyRow} td.n`)).toBe('6')
+    const refused = (await page.locator(`${keyRow} td.n`).last().boundingBox())!
+    expect(refused.x + refused.width).toBeLessThanOrEqual(card.x + card.width + 0.5)
+    expect(await page.getAttribute(keyRow, 'data-admitted')).toBe('5')
+    expect(await page.getAttribute(keyRow, 'data-refused')).toBe('1')
 
     // The upgrade panel: 5.2 breaks nothing seen; 5.3 is the first that breaks calls.
     await page.waitForFunction(
@@ -124,20 +127,21 @@ monthly:
       timeout: 12_000,
     })
 
-    // The header: not "live" and well; each problem said in red.
+    // The header: not "live" and well; each problem said in red, with since when.
     expect(await page.getAttribute('#state', 'class')).toBe('bad')
     const alerts = await page.$$eval('#alerts .alert', (as) => as.map((a) => a.textContent ?? ''))
     expect(alerts).toHaveLength(2)
     expect(alerts[0]).toMatch(
-      /^the store \(redis:\/\/127\.0\.0\.1:\d+\) does not answer: on_error: open/
+      /^the store \(redis:\/\/127\.0\.0\.1:\d+\) does not answer: on_error: open.* — since \d\d:\d\d:\d\d( [AP]M)? \(\d+ s\)$/
     )
     expect(alerts[1]).toMatch(
-      /^the server failed 6 of \d+ calls in the last 5 minutes \(5xx, 502, 504\); last: 502/
+      /^the server is failing \(5xx, 502, 504\): 6 of \d+ calls in the last 5 minutes; last: 502.* — since \d\d:\d\d:\d\d( [AP]M)? \(\d+ s\)$/
     )
     expect(await page.getAttribute('#server tr[data-upstream]', 'data-upstream')).toBe('failing')
     expect(await page.getAttribute('#server tr[data-store]', 'data-store')).toBe('down')
 
-    // One colour per outcome: forwarded neutral, refusals amber, errors red, whatever the order.
+    // One colour per outcome, each its own hue: forwarded neutral, the server's failures red,
+    // each refusal apart, whatever the order (issue #41: the server's 500s are not "forwarded").
     const colors = Object.fromEntries(
       await page.$$eval('#chart polyline', (ls) =>
         ls.map((l) => [l.getAttribute('data-series'), l.getAttribute('stroke')])
@@ -145,9 +149,10 @@ monthly:
     )
     expect(colors['base/forwarded']).toBe('#64748b')
     expect(colors['base/rate_limited']).toBe('#f59e0b')
-    expect(colors['base/monthly_limited']).toBe('#d97706')
-    expect(colors['account/upstream_error']).toBe('#dc2626')
-    expect(colors['other/forwarded']).toBe('#64748b') // the 500s: forwarded, and counted as failures above
+    expect(colors['base/monthly_limited']).toBe('#9333ea')
+    expect(colors['account/upstream_error']).toBe('#7f1d1d')
+    expect(colors['other/upstream_5xx']).toBe('#dc2626')
+    expect(colors['other/forwarded']).toBeUndefined()
     const ticks = await page.$$eval('#chart text.tick', (ts) => ts.map((t) => t.textContent ?? ''))
     expect(ticks).toHaveLength(4)
     expect(ticks[0]).toMatch(/^−15 min \d\d:\d\d/)

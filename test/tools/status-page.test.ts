@@ -149,9 +149,20 @@ monthly:
     expect(days).toHaveLength(dom)
     expect(days.at(-1)).toBe(`${new Date().toISOString().slice(0, 10)}: 9 calls`)
     expect(await page.$$('.team[data-team="busy"] svg.days line.pace')).toHaveLength(1)
-    // 9 of 10 already: at this pace the team runs out before the month ends, and says when.
-    expect(await page.getAttribute('.team[data-team="busy"] .pace-text', 'data-runs-out')).toMatch(
-      /^\d{4}-\d{2}-\d{2}$/
+    // Issue #40: the pace is the last 7 full days' (the calls are all today's: none yet).
+    expect(await page.getAttribute('.team[data-team="busy"] .pace-text', 'data-runs-out')).toBe('')
+    expect(await page.textContent('.team[data-team="busy"] .pace-text')).toBe(
+      'on pace for 9 this month (0 a day over the last 7 days)'
+    )
+    // Issue #41: its dates and numbers without hovering; issue #40: its days as a CSV.
+    expect(await page.textContent('.team[data-team="busy"] .days-text')).toMatch(
+      /^today 9 · busiest 9 on /
+    )
+    expect(
+      await page.$$eval('.team[data-team="busy"] svg.days text.date', (ts) => ts.length)
+    ).toBeGreaterThanOrEqual(1)
+    expect(await page.getAttribute('.team[data-team="busy"] a', 'href')).toBe(
+      '/v1/usage/history?team=busy&format=csv'
     )
 
     // A base's history on request.
