@@ -156,11 +156,16 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
   }
 }
 
-function dryRunFields(d: DryRun | null): Record<string, unknown> {
+function dryRunFields(d: DryRun | null, adm: Admission | null): Record<string, unknown> {
   if (d === null) return {}
   const out: Record<string, unknown> = { dry_run: true }
   if (d.refusal) out.would_refuse = d.refusal
-  if (d.rules && d.rules.length > 0) out.rules = d.rules
+  if (d.rules && d.rules.length > 0) {
+    out.rules = d.rules
+    // Issue #41: the limit each dry-run rule would have refused at (the line's `limit` is the
+    // window in force, not the rule's).
+    out.rule_limits = ruleLimits(d.rules, adm)
+  }
   if (d.gone) out.removed = d.gone
   if (d.size)
     Object.assign(out, {
@@ -169,6 +174,17 @@ function dryRunFields(d: DryRun | null): Record<string, unknown> {
       count: d.size.count,
       error_msg: d.size.message,
     })
+  return out
+}
+
+/** A dry-run rule or override's limits by name: `{"sql": "20/60s"}`. */
+function ruleLimits(names: readonly string[], adm: Admission | null): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const c of adm?.classification.charges ?? []) {
+    if (c.kind !== 'rule' || !c.dryRun || !names.includes(c.rule)) continue
+    const limit = `${c.limit}/${c.windowMs / 1000}s`
+    out[c.rule] = out[c.rule] === undefined ? limit : `${out[c.rule]}, ${limit}`
+  }
   return out
 }
 
@@ -309,7 +325,7 @@ export function createFinisher(
       const line = {
         ...common,
         ...outcomeFields(o),
-        ...dryRunFields(f.dryRun),
+        ...dryRunFields(f.dryRun, f.admission),
         api_change: f.apiChanges?.[0],
         ...accessFields(f),
       }

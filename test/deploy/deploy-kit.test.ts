@@ -65,7 +65,12 @@ describe('docker-compose.yml', () => {
     const [src] = mount.split(':')
     expect(existsSync(join(root(src!), 'limits.yaml'))).toBe(true)
     expect(s.basegate.command).toContain('/etc/basegate/limits.yaml')
-    const env = { ...s.basegate.environment, BASEGATE_ADMIN_TOKEN: 'x' }
+    // Compose fills ${BASEGATE_REDIS_PASSWORD} in REDIS_URL before basegate reads it.
+    const env = {
+      ...s.basegate.environment,
+      BASEGATE_ADMIN_TOKEN: 'x',
+      REDIS_URL: 'redis://:pw@basegate-redis:6379',
+    }
     const r = parseConfig(readFileSync(join(root(src!), 'limits.yaml'), 'utf8'), env)
     expect(r.ok).toBe(true)
     if (r.ok) {
@@ -86,13 +91,38 @@ describe('docker-compose.yml', () => {
   it('builds from deploy/Dockerfile', () => {
     expect(existsSync(root(s.basegate.build.dockerfile))).toBe(true)
   })
+
+  it('issue #41: every service logs within bounds; each Redis requires the password its client is given', () => {
+    for (const [name, svc] of Object.entries<Record<string, unknown>>(s))
+      expect(svc.logging, name).toEqual({ driver: 'json-file', options: { 'max-size': '20m', 'max-file': '5' } })
+    const pass = (cmd: string[]) => cmd[cmd.indexOf('--requirepass') + 1]
+    expect(pass(s.redis.command)).toBe('${REDIS_PASSWORD:?set REDIS_PASSWORD}')
+    expect(s.seatable.environment.REDIS_PASSWORD).toBe('${REDIS_PASSWORD:?set REDIS_PASSWORD}')
+    expect(pass(s['basegate-redis'].command)).toBe('${BASEGATE_REDIS_PASSWORD:?set BASEGATE_REDIS_PASSWORD}')
+    expect(s.basegate.environment.REDIS_URL).toContain('${BASEGATE_REDIS_PASSWORD:?set BASEGATE_REDIS_PASSWORD}@basegate-redis')
+    const cmd = s['basegate-redis'].command as string[]
+    expect(cmd[cmd.indexOf('--maxmemory-policy') + 1]).toBe('noeviction')
+  })
 })
 
 describe('Kubernetes manifests', () => {
+  // What `kubectl apply -k deploy/k8s/` applies: the kustomization's resources, and the
+  // ConfigMap its generator makes of limits.yaml.
+  const kustomization = YAML.parse(read('deploy/k8s/kustomization.yaml'))
+  const generated = kustomization.configMapGenerator.map(
+    (g: { name: string; files: string[]; options: { labels: Record<string, string> } }) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: g.name, labels: g.options.labels },
+      data: Object.fromEntries(g.files.map((f) => [f, read(`deploy/k8s/${f}`)])),
+    })
+  )
   const docs = [
-    ...YAML.parseAllDocuments(read('deploy/k8s/basegate.yaml')),
-    ...YAML.parseAllDocuments(read('deploy/k8s/redis.yaml')),
-  ].map((d) => d.toJS())
+    ...kustomization.resources.flatMap((f: string) =>
+      YAML.parseAllDocuments(read(`deploy/k8s/${f}`)).map((d) => d.toJS())
+    ),
+    ...generated,
+  ]
   const byKind = (kind: string, name: string) =>
     docs.find((d) => d.kind === kind && d.metadata.name === name)
 
@@ -144,16 +174,43 @@ describe('Kubernetes manifests', () => {
 
   it('the ConfigMap holds a valid limits.yaml whose ports match the container and the Services', () => {
     const cm = byKind('ConfigMap', 'basegate-limits')
-    const r = parseConfig(cm.data['limits.yaml'], { BASEGATE_ADMIN_TOKEN: 'secret' })
+    const r = parseConfig(cm.data['limits.yaml'], { BASEGATE_ADMIN_TOKEN: 'secret', REDIS_PASSWORD: 'pw' })
     if (!r.ok) throw new Error(JSON.stringify(r.problems))
     const c = byKind('Deployment', 'basegate').spec.template.spec.containers[0]
     const port = (name: string) => c.ports.find((p: { name: string }) => p.name === name).containerPort
     expect(port('http')).toBe(r.config.listen.port)
     expect(port('admin')).toBe(r.config.admin.port)
     expect(r.config.store.onError).toBe('open')
-    expect(r.config.store.url).toBe('redis://basegate-redis:6379')
+    expect(r.config.store.url).toBe('redis://:pw@basegate-redis:6379')
     expect(byKind('Service', 'basegate-redis').spec.ports[0].port).toBe(6379)
     expect(byKind('StatefulSet', 'basegate-redis').spec.template.spec.containers[0].args).toContain('--appendonly')
+  })
+
+  it('issue #41: Redis with a password basegate is given, a memory bound that refuses writes rather than being killed, and only basegate let in', () => {
+    const redis = byKind('StatefulSet', 'basegate-redis').spec.template.spec.containers[0]
+    const args = redis.args as string[]
+    expect(args[args.indexOf('--requirepass') + 1]).toBe('$(REDIS_PASSWORD)')
+    expect(args[args.indexOf('--maxmemory-policy') + 1]).toBe('noeviction')
+    const maxMb = Number(/^(\d+)mb$/.exec(args[args.indexOf('--maxmemory') + 1])![1])
+    const limitMi = Number(/^(\d+)Gi$/.exec(redis.resources.limits.memory)![1]) * 1024
+    expect(maxMb).toBeLessThan(limitMi * 0.8) // AOF rewrites and buffers need the rest
+    const secretOf = (c: { env: { name: string; valueFrom?: { secretKeyRef: { name: string } } }[] }, name: string) =>
+      c.env.find((e) => e.name === name)!.valueFrom!.secretKeyRef.name
+    const gw = byKind('Deployment', 'basegate').spec.template.spec.containers[0]
+    expect(secretOf(gw, 'REDIS_PASSWORD')).toBe(secretOf(redis, 'REDIS_PASSWORD'))
+    const r = parseConfig(read('deploy/k8s/limits.yaml'), { BASEGATE_ADMIN_TOKEN: 't', REDIS_PASSWORD: 'pw' })
+    expect(r.ok && r.config.store.url).toBe('redis://:pw@basegate-redis:6379')
+    const np = byKind('NetworkPolicy', 'basegate-redis')
+    expect(np.spec.ingress).toEqual([
+      { from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'basegate' } } }], ports: [{ port: 6379, protocol: 'TCP' }] },
+    ])
+  })
+
+  it('issue #41: the kustomization names what a chart would (its resources exist, the image tag is the release)', () => {
+    for (const f of kustomization.resources) expect(existsSync(root(`deploy/k8s/${f}`)), f).toBe(true)
+    const version = JSON.parse(read('package.json')).version
+    expect(kustomization.images).toEqual([{ name: 'basegate', newName: 'basegate', newTag: version }])
+    expect(kustomization.configMapGenerator[0].options.disableNameSuffixHash).toBe(true)
   })
 })
 

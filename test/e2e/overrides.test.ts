@@ -113,6 +113,8 @@ describe('overrides in limits.yaml', () => {
       (l) => Array.isArray(l.rules) && (l.rules as string[]).includes('trial')
     )
     expect(line).toMatchObject({ level: 'warn', dry_run: true, status: 200 })
+    // Issue #41: the limit the dry-run override would have refused at, beside the one in force.
+    expect(line.rule_limits).toEqual({ trial: '2/60s' })
   })
 
   it('shows which override applies in /v1/usage and lists them in /v1/overrides', async () => {
