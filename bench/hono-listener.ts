@@ -8,6 +8,7 @@ import { compileSnapshot } from '../src/http/snapshot.js'
 import { createStore } from '../src/deps.js'
 import { createForwarder } from '../src/http/proxy.js'
 import { createLogger } from '../src/observe/log.js'
+import { systemClock } from '../src/clock.js'
 
 // The same gateway mounted behind a Hono app on @hono/node-server (one catch-all route that
 // answers on the raw Node response), to measure what the Hono layer costs on the proxy port.
@@ -16,13 +17,14 @@ const loaded = await loadConfigFile(file!)
 if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems))
 const snap = compileSnapshot(loaded.config)
 const logger = createLogger()
-const { store } = createStore(loaded.config, logger)
+const { store } = createStore(loaded.config, logger, systemClock)
 const gateway = createGateway({
   snapshot: () => snap,
   store,
-  forwarder: createForwarder({ url: loaded.config.upstream.url }),
+  forwarder: createForwarder({ url: loaded.config.upstream.url, clock: systemClock }),
   logger,
   upstreamUrl: loaded.config.upstream.url,
+  clock: systemClock,
 })
 type Env = {
   Bindings: {

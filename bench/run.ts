@@ -15,6 +15,7 @@ import { RedisStore } from '../src/limiter/redis-store.js'
 import type { Charge, OverrideConfig } from '../src/types.js'
 import { parseConfig } from '../src/config/load.js'
 import { compileSnapshot } from '../src/http/snapshot.js'
+import { systemClock } from '../src/clock.js'
 
 // npm run bench: every row measured in one run, interleaved round by round, so the ratios
 // compare like with like on a shared, noisy machine. Loopback only; every run is bounded.
@@ -560,10 +561,10 @@ async function leaseCosts(url: string, redis: Redis): Promise<string[]> {
       const clients = [0, 1, 2].map(() => new Redis(url, { enableAutoPipelining: true }))
       const stores = clients.map((c) => {
         const guarded = new GuardedStore(
-          new RedisStore(c, { prefix: `bench-lease-${ci}-${leases}:` }),
-          { onError: 'open', fallback: new MemoryStore() }
+          new RedisStore(c, { prefix: `bench-lease-${ci}-${leases}:`, clock: systemClock }),
+          { onError: 'open', fallback: new MemoryStore(), clock: systemClock }
         )
-        return leases ? new LeasingStore(guarded, {}) : guarded
+        return leases ? new LeasingStore(guarded, { clock: systemClock }) : guarded
       })
       // Loads the script on every connection before counting.
       for (const st of stores) await st.peek([leaseCharge('warm', cs.limit)], Date.now())

@@ -1,7 +1,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Tracer } from '@opentelemetry/api'
-import { systemClock, type Clock } from './clock.js'
+import type { Clock } from './clock.js'
 import { answeredOutcome, type Outcome, type Refusal } from './http/call.js'
 import { sendContinue } from './http/continue.js'
 import { createGate } from './http/gate.js'
@@ -67,7 +67,7 @@ export interface GatewayDeps {
   /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
   tracer?: Tracer | null
   /** Every time read and timer set on the request path (the system's by default). */
-  clock?: Clock
+  clock: Clock
   /** SPEC §8: the server's version, or null while unknown. */
   serverVersion?: () => string | null
   /** SPEC §8: the upgrade report's counter (batched). */
@@ -250,7 +250,7 @@ function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
 
 /** The gateway: its parts made once, and each request's call told its story. */
 export function createGateway(deps: GatewayDeps): Gateway {
-  const clock = deps.clock ?? systemClock
+  const clock = deps.clock
   const protector = new Protector(() => deps.snapshot().config.protect, deps.processes ?? 1, clock)
   deps.metrics?.watchProtect(() => protector.state())
   const flow = flowOf(deps, clock, protector)

@@ -1,5 +1,5 @@
 import { Cluster, type Redis } from 'ioredis'
-import { systemClock, type Clock } from './clock.js'
+import type { Clock } from './clock.js'
 import { GuardedStore } from './limiter/guarded-store.js'
 import { LeasingStore } from './limiter/leases.js'
 import { MemoryStore } from './limiter/memory-store.js'
@@ -34,8 +34,8 @@ export interface Stores {
 export function createStore(
   config: Config,
   logger: Logger,
-  metrics?: Metrics,
-  clock: Clock = systemClock
+  clock: Clock,
+  metrics?: Metrics
 ): Stores {
   const s = config.store
   const kind = storeKindOf(s)

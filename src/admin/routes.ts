@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../clock.js'
+import type { Clock } from '../clock.js'
 import { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
@@ -48,7 +48,7 @@ export interface AdminDeps {
   storeKind?: StoreKind
   draining?: () => boolean
   /** Every time the admin API reads (the system's clock by default). */
-  clock?: Clock
+  clock: Clock
   /** SPEC §8: the server's version in force, the report's counters and this instance's flush. */
   history?: { serverVersion: () => string | null; report: ReportStore; flush: () => Promise<void> }
   /** SPEC §9: the server protection's state (this process's, or its workers' summed). */
@@ -122,7 +122,7 @@ function guards(app: Hono, holder: ConfigHolder): void {
 
 export function createAdminApp(deps: AdminDeps): Hono {
   const { holder, store, metrics } = deps
-  const clock = deps.clock ?? systemClock
+  const clock = deps.clock
   const now = () => clock.now()
   const app = new Hono()
   guards(app, holder)

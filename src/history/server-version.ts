@@ -1,5 +1,5 @@
 import { request } from 'undici'
-import { systemClock, type Clock, type Timer } from '../clock.js'
+import { type Clock, type Timer } from '../clock.js'
 import type { Logger } from '../types.js'
 import { parseVersion } from './version.js'
 
@@ -52,7 +52,7 @@ export interface ServerVersionOptions {
   pollMs?: number
   fetch?: (url: string) => Promise<string | null>
   /** The poll's timers (the system's clock by default). */
-  clock?: Clock
+  clock: Clock
 }
 
 /**
@@ -117,7 +117,7 @@ export class ServerVersion {
     const unknown = () => this.opts.configured() === 'auto' && this.fetched === null
     const next = (waitMs: number): void => {
       if (this.stopped) return
-      this.timer = (this.opts.clock ?? systemClock).setTimer(() => {
+      this.timer = this.opts.clock.setTimer(() => {
         void this.refresh().then(() => next(unknown() ? Math.min(waitMs * 2, longest) : poll))
       }, waitMs)
     }

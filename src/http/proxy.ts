@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../clock.js'
+import type { Clock } from '../clock.js'
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import { Pool } from 'undici'
@@ -59,7 +59,7 @@ export interface ForwarderOptions {
   /** Upper bound on pooled connections to the upstream. */
   connections?: number
   /** Times each call to its response headers (SPEC §9 auto reads it); the system's by default. */
-  clock?: Clock
+  clock: Clock
 }
 
 /** Request headers for the upstream, as a flat [name, value, …] list (keeps duplicates). */
@@ -251,7 +251,7 @@ function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null 
 export function createForwarder(opts: ForwarderOptions): Forwarder {
   const url = new URL(opts.url)
   const basePath = url.pathname.replace(/\/+$/, '')
-  const clock = opts.clock ?? systemClock
+  const clock = opts.clock
   const pool = new Pool(url.origin, {
     connections: opts.connections ?? 256,
     pipelining: 1,

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../clock.js'
+import type { Clock } from '../clock.js'
 import type {
   BatchId,
   Charge,
@@ -29,7 +29,7 @@ export interface GuardedStoreOptions {
   /** While down, one call in this long goes to the store to see whether it is back (default 1000). */
   probeEveryMs?: number
   /** The breaker's probe times and the calls' durations (the system's clock by default). */
-  clock?: Clock
+  clock: Clock
   /** Metrics hooks. */
   observe?: { call(seconds: number, ok: boolean): void; fallback(): void; cached(): void }
 }
@@ -67,7 +67,7 @@ export class GuardedStore implements LimiterStore {
     private readonly opts: GuardedStoreOptions
   ) {
     this.fallback = opts.fallback
-    this.clock = opts.clock ?? systemClock
+    this.clock = opts.clock
     this.overLimit = opts.overLimitCache === false ? null : new OverLimitCache()
     this.failuresToTrip = opts.failuresToTrip ?? 3
     this.probeEveryMs = opts.probeEveryMs ?? 1000

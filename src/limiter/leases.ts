@@ -1,4 +1,4 @@
-import { systemClock, type Clock, type Timer } from '../clock.js'
+import { type Clock, type Timer } from '../clock.js'
 import {
   BUCKETS_PER_WINDOW,
   windowMsOf,
@@ -20,7 +20,7 @@ export interface LeaseOptions {
    * monotonic time from the moment the grant was asked (so never later than the store's own
    * bucket end); its timer gives it back then. The system clock unless a test drives one.
    */
-  clock?: Clock
+  clock: Clock
   /** The largest share, as a fraction of the window's limit (default 1/20). */
   maxShare?: number
   /** Keys whose demand is remembered (default 100,000; the oldest goes first). */
@@ -114,7 +114,7 @@ export class LeasingStore implements LimiterStore {
     private readonly inner: LimiterStore,
     private readonly opts: LeaseOptions
   ) {
-    this.clock = opts.clock ?? systemClock
+    this.clock = opts.clock
     this.maxShare = opts.maxShare ?? SHARE_OF_LIMIT
     this.maxKeys = opts.maxKeys ?? 100_000
   }

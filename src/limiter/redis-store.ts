@@ -16,7 +16,7 @@ import {
   type LimiterStore,
 } from '../types.js'
 import { keys } from './keys.js'
-import { systemClock, type Clock } from '../clock.js'
+import type { Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
 import { TurnBatch } from './turn-batch.js'
@@ -85,7 +85,7 @@ export interface RedisStoreOptions {
   /** The caller's timeout for one call (store.timeout_ms): the script's deadline. */
   timeoutMs?: number
   /** This process's clock (for the store clock's offset); the system's by default. */
-  clock?: Clock
+  clock: Clock
 }
 
 /** The script's answers per window (used, resetAt, retryAt, limit, charged). */
@@ -114,7 +114,7 @@ export class RedisStore implements LimiterStore {
     client.defineCommand('basegateLedgerAdd', { lua: LEDGER_ADD })
     client.defineCommand('basegateClaimNotice', { lua: CLAIM_NOTICE })
     this.client = client as ScriptClient
-    this.clock = opts.clock ?? systemClock
+    this.clock = opts.clock
   }
 
   /**
@@ -526,11 +526,7 @@ function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {
  * phase), and, when the timer itself fired late (the loop was busy past half the timeout), a
  * few turns more; only a reply still missing then counts as the store's failure.
  */
-export function answerWithin<T>(
-  command: Promise<T>,
-  timeoutMs: number,
-  clock: Clock = systemClock
-): Promise<T> {
+export function answerWithin<T>(command: Promise<T>, timeoutMs: number, clock: Clock): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false
     const due = clock.monotonic() + timeoutMs

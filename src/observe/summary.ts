@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../clock.js'
+import type { Clock } from '../clock.js'
 // SPEC §7: every 60 s a summary line with the busiest keys and the teams past 80 % of their
 // monthly quota. Counting here is a Map increment per request; the line is built on flush.
 
@@ -24,9 +24,9 @@ export class UsageSummary {
   private since: number
 
   constructor(
+    private readonly clock: Clock,
     private readonly top = 10,
-    private readonly maxKeys = 100_000,
-    private readonly clock: Clock = systemClock
+    private readonly maxKeys = 100_000
   ) {
     this.since = clock.now()
   }

@@ -115,7 +115,7 @@ export async function bootCore(
 ): Promise<Core> {
   const metrics = new Metrics({ version: version() })
   const holder = new ConfigHolder(cli.file, config, cli.flags, runtime.env)
-  const stores = createStore(config, logger, metrics, runtime.clock)
+  const stores = createStore(config, logger, runtime.clock, metrics)
   const serverVersion = new ServerVersion({
     configured: () => holder.current.config.server.version,
     upstreamUrl: config.upstream.url,
@@ -129,7 +129,7 @@ export async function bootCore(
     runtime,
     logger,
     metrics,
-    summary: new UsageSummary(10, 100_000, runtime.clock),
+    summary: new UsageSummary(runtime.clock, 10, 100_000),
     status: new StatusRecorder((failing, view) => {
       // Issue #41: the server's trouble in the log too, as it starts and as it ends.
       if (failing) logger.warn({ since: view.since_ms }, 'the server is failing (5xx, 502, 504)')

@@ -1,4 +1,4 @@
-import { systemClock, type Clock, type Timer } from '../clock.js'
+import { type Clock, type Timer } from '../clock.js'
 import cluster, { type Worker } from 'node:cluster'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import type { Logger } from '../observe/log.js'
@@ -48,7 +48,7 @@ export class WorkerPool {
     private readonly count: number,
     private readonly config: () => Config,
     private readonly logger: Logger,
-    private readonly clock: Clock = systemClock
+    private readonly clock: Clock
   ) {}
 
   /** Workers currently serving. */

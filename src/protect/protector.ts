@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../clock.js'
+import type { Clock } from '../clock.js'
 import type { ProtectConfig, QueuedClass, RequestClass } from '../types.js'
 import { AdaptiveCeiling } from './gradient.js'
 import { InFlightSlots, type SlotWait } from './slots.js'
@@ -60,7 +60,7 @@ export class Protector {
     private readonly config: () => ProtectConfig,
     /** Processes sharing the instance's ceiling (workers): each holds its share. */
     private readonly processes = 1,
-    private readonly clock: Clock = systemClock
+    private readonly clock: Clock
   ) {
     this.slots = new InFlightSlots({
       ceiling: () => this.ceiling(),

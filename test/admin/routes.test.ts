@@ -8,6 +8,7 @@ import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { Metrics } from '../../src/observe/metrics.js'
 import { MemoryChangeStore } from '../../src/config/changes.js'
 import { storeOf } from '../helpers/stores.js'
+import { systemClock } from '../../src/clock.js'
 import { StatusRecorder } from '../../src/observe/status-recorder.js'
 
 // createAdminApp through Hono's app.request(), as Hono's own middleware tests do.
@@ -32,6 +33,7 @@ function app(opts: { storeUp?: boolean; onError?: 'open' | 'closed'; draining?: 
     storeKind: 'redis',
     draining: () => opts.draining ?? false,
     reload: async () => ({ ok: true }),
+    clock: systemClock,
   })
 }
 
@@ -162,6 +164,7 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
       changes: new MemoryChangeStore(),
       metrics: new Metrics(),
       reload: async () => ({ ok: true }),
+      clock: systemClock,
     })
   }
 
@@ -213,6 +216,7 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
       changes: new MemoryChangeStore(),
       metrics: new Metrics(),
       reload: async () => ({ ok: true }),
+      clock: systemClock,
       status: { counts: async () => recorder.counts(Date.now()), version: 'test', startedMs: 0 },
     })
     const page = await a.request('/')
@@ -243,6 +247,7 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
       changes: new MemoryChangeStore(),
       metrics: new Metrics(),
       reload: async () => ({ ok: true }),
+      clock: systemClock,
     })
     const text = await (await a.request('/v1/config')).text()
     expect(text).not.toContain('hunter2')

@@ -191,7 +191,7 @@ describe('Kubernetes manifests', () => {
     const args = redis.args as string[]
     expect(args[args.indexOf('--requirepass') + 1]).toBe('$(REDIS_PASSWORD)')
     expect(args[args.indexOf('--maxmemory-policy') + 1]).toBe('noeviction')
-    const maxMb = Number(/^(\d+)mb$/.exec(args[args.indexOf('--maxmemory') + 1])![1])
+    const maxMb = Number(/^(\d+)mb$/.exec(args[args.indexOf('--maxmemory') + 1] ?? '')![1])
     const limitMi = Number(/^(\d+)Gi$/.exec(redis.resources.limits.memory)![1]) * 1024
     expect(maxMb).toBeLessThan(limitMi * 0.8) // AOF rewrites and buffers need the rest
     const secretOf = (c: { env: { name: string; valueFrom?: { secretKeyRef: { name: string } } }[] }, name: string) =>

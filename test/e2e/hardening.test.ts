@@ -5,6 +5,7 @@ import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { redisPid, useRedis } from '../helpers/redis.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
+import { systemClock } from '../../src/clock.js'
 
 // Issue #11: one test per finding, named after it (the rest live beside the code they test:
 // the breaker in test/limiter, reload guards in test/config, admin validation in test/admin,
@@ -168,7 +169,7 @@ describe('findings 3, 6, 12: the store', () => {
     const client = new Redis(db.redis.url)
     try {
       const prefix = `${db.redis.prefix}dl:`
-      const store = new RedisStore(client, { prefix, timeoutMs: 50 })
+      const store = new RedisStore(client, { clock: systemClock, prefix, timeoutMs: 50 })
       const c = {
         kind: 'class' as const,
         key: 'k',

@@ -5,6 +5,7 @@ import { compileHistory, decide, type HistoryPolicy } from '../../src/history/ma
 import { MemoryReportStore } from '../../src/history/report-store.js'
 import { ENTRIES, RELEASES, type HistoryEntry, type Release } from '../../src/history/table.js'
 import { compareVersions, parseVersion } from '../../src/history/version.js'
+import { systemClock } from '../../src/clock.js'
 
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const GONE: HistoryPolicy = { removed: 'gone', deprecationHeaders: true }
@@ -232,6 +233,7 @@ describe('ServerVersion: asks again soon while unknown', () => {
       const asked: number[] = []
       const logger = { warn: () => {}, info: () => {} } as never
       const sv = new ServerVersion({
+        clock: systemClock,
         configured: () => 'auto',
         upstreamUrl: 'http://x',
         logger,

@@ -9,6 +9,7 @@ import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, startRedis, useRedis } from '../helpers/redis.js'
 import { charge } from './store-contract.js'
 import type { Decision, LimiterStore } from '../../src/types.js'
+import { systemClock } from '../../src/clock.js'
 
 const db = useRedis()
 const client = () => db.client()
@@ -16,10 +17,10 @@ const client = () => db.client()
 describe('over-limit cache', () => {
   it('answers a flood on a full window from memory until its retryAt, then asks the store again', async () => {
     const prefix = `${db.redis.prefix}shield:`
-    const store = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
-      onError: 'open',
-      fallback: new MemoryStore(),
-    })
+    const store = new GuardedStore(
+      new CallerClockRedisStore(client(), { clock: systemClock, prefix }),
+      { clock: systemClock, onError: 'open', fallback: new MemoryStore() }
+    )
     const c = charge(3)
     const t0 = Date.now()
     for (let i = 0; i < 3; i++) expect((await store.consume([c], t0)).allowed).toBe(true)
@@ -40,10 +41,10 @@ describe('over-limit cache', () => {
 
   it('a known-full window is refused at once, not in a promise, with no store call; anything else asks the store (issue #26)', async () => {
     const prefix = `${db.redis.prefix}now:`
-    const store = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
-      onError: 'open',
-      fallback: new MemoryStore(),
-    })
+    const store = new GuardedStore(
+      new CallerClockRedisStore(client(), { clock: systemClock, prefix }),
+      { clock: systemClock, onError: 'open', fallback: new MemoryStore() }
+    )
     const c = charge(2)
     const t0 = Date.now()
     // Nothing known yet: the store must be asked.
@@ -75,11 +76,11 @@ describe('over-limit cache', () => {
 
   it('refuses exactly what the store would: call for call against an uncached mirror, with a second instance adding calls', async () => {
     const prefix = `${db.redis.prefix}mirror:`
-    const a = new GuardedStore(new CallerClockRedisStore(client(), { prefix }), {
-      onError: 'open',
-      fallback: new MemoryStore(),
-    })
-    const b = new CallerClockRedisStore(client(), { prefix })
+    const a = new GuardedStore(
+      new CallerClockRedisStore(client(), { clock: systemClock, prefix }),
+      { clock: systemClock, onError: 'open', fallback: new MemoryStore() }
+    )
+    const b = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const mirror = new MemoryStore()
     const c = charge(5, 10_000)
     let seed = 7
@@ -97,6 +98,7 @@ describe('over-limit cache', () => {
 
   it('ignores an entry once the limit changed (a reload)', async () => {
     const store = new GuardedStore(new MemoryStore(), {
+      clock: systemClock,
       onError: 'open',
       fallback: new MemoryStore(),
     })
@@ -123,11 +125,15 @@ describe('store.on_error', () => {
 
   it('open: limits alone in memory while the store fails, and says so once', async () => {
     const outages: boolean[] = []
-    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), {
-      onError: 'open',
-      fallback: new MemoryStore(),
-      onOutage: (down) => outages.push(down),
-    })
+    const store = new GuardedStore(
+      new RedisStore(deadClient(), { clock: systemClock, prefix: 'x:' }),
+      {
+        clock: systemClock,
+        onError: 'open',
+        fallback: new MemoryStore(),
+        onOutage: (down) => outages.push(down),
+      }
+    )
     const c = charge(2)
     const t0 = Date.now()
     const results = []
@@ -137,10 +143,10 @@ describe('store.on_error', () => {
   })
 
   it('closed: the StoreError reaches the gateway (which answers 503)', async () => {
-    const store = new GuardedStore(new RedisStore(deadClient(), { prefix: 'x:' }), {
-      onError: 'closed',
-      fallback: new MemoryStore(),
-    })
+    const store = new GuardedStore(
+      new RedisStore(deadClient(), { clock: systemClock, prefix: 'x:' }),
+      { clock: systemClock, onError: 'closed', fallback: new MemoryStore() }
+    )
     await expect(store.consume([charge(2)], Date.now())).rejects.toBeInstanceOf(StoreError)
   })
 
@@ -155,7 +161,8 @@ describe('store.on_error', () => {
       c1.on('error', () => {})
       db.track(c1)
       const outages: boolean[] = []
-      const store = new GuardedStore(new RedisStore(c1, { prefix: 'r:' }), {
+      const store = new GuardedStore(new RedisStore(c1, { clock: systemClock, prefix: 'r:' }), {
+        clock: systemClock,
         onError: 'open',
         fallback: new MemoryStore(),
         failuresToTrip: 1,
@@ -208,6 +215,7 @@ describe('circuit breaker (issue #11: load alone must not flip an instance into 
     const inner = flaky()
     const outages: boolean[] = []
     const g = new GuardedStore(inner, {
+      clock: systemClock,
       onError: 'open',
       fallback: new MemoryStore(),
       onOutage: (d) => outages.push(d),
@@ -227,6 +235,7 @@ describe('circuit breaker (issue #11: load alone must not flip an instance into 
   it('while down, calls do not wait on the store: one probe per interval', async () => {
     const inner = flaky()
     const g = new GuardedStore(inner, {
+      clock: systemClock,
       onError: 'open',
       fallback: new MemoryStore(),
       failuresToTrip: 1,
@@ -243,6 +252,7 @@ describe('circuit breaker (issue #11: load alone must not flip an instance into 
   it('closed: a call the breaker skips is a StoreError (503), not a wait', async () => {
     const inner = flaky()
     const g = new GuardedStore(inner, {
+      clock: systemClock,
       onError: 'closed',
       fallback: new MemoryStore(),
       failuresToTrip: 1,
@@ -279,6 +289,7 @@ describe('a team’s month while the store does not answer (issue #40 item 2)', 
       mem
     )
     const g = new GuardedStore(inner, {
+      clock: systemClock,
       onError: 'open',
       fallback: new MemoryStore(),
       failuresToTrip: 1,

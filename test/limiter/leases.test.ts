@@ -6,6 +6,7 @@ import { FakeClock } from '../helpers/clock.js'
 import type { Charge, ConsumeOptions, Decision, GiveBack, LimiterStore } from '../../src/types.js'
 import { useRedis } from '../helpers/redis.js'
 import { charge, expectBoundHeld, seededRandom, storeContract } from './store-contract.js'
+import { systemClock } from '../../src/clock.js'
 
 const db = useRedis()
 let made = 0
@@ -101,7 +102,7 @@ describe('leases for hot keys (issue #14)', () => {
     const { backs, stores, prefix, admin, at } = instances(1)
     const c = charge(100)
     // 50 calls spread over earlier buckets: the window is at half.
-    const base = new CallerClockRedisStore(db.client(), { prefix })
+    const base = new CallerClockRedisStore(db.client(), { clock: systemClock, prefix })
     for (let i = 0; i < 50; i++) await base.consume([c], T0 - 30_000 + i * 100)
     const before = backs[0]!.consumes
     for (let i = 0; i < 20; i++)
@@ -131,7 +132,11 @@ describe('leases for hot keys (issue #14)', () => {
   it('on the store clock, a share ends with its bucket and goes back by itself', async () => {
     // Production as it runs: the store's TIME, the system clock, real timers.
     const prefix = `${db.redis.prefix}lease${made++}:`
-    const stores = [new LeasingStore(new RedisStore(db.client(), { prefix }), {})]
+    const stores = [
+      new LeasingStore(new RedisStore(db.client(), { clock: systemClock, prefix }), {
+        clock: systemClock,
+      }),
+    ]
     const admin = db.client()
     // A 1 s window: 20 ms buckets.
     const c = charge(10_000, 1000)

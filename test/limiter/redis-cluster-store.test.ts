@@ -5,13 +5,19 @@ import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { FakeClock } from '../helpers/clock.js'
 import { useCluster } from '../helpers/redis-cluster.js'
 import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
+import { systemClock } from '../../src/clock.js'
 
 const shared = useCluster()
 const client = () => shared.client()
 let made = 0
 
 // The contract drives time by hand: the caller's clock. Production's store clock is tested below.
-const store = () => new CallerClockRedisStore(client(), { prefix: `bgc${made++}:`, cluster: true })
+const store = () =>
+  new CallerClockRedisStore(client(), {
+    clock: systemClock,
+    prefix: `bgc${made++}:`,
+    cluster: true,
+  })
 
 storeContract('RedisStore on a Redis Cluster', { make: async () => store() })
 calendarContract('RedisStore on a Redis Cluster', { make: async () => store() })
@@ -54,7 +60,7 @@ describe('Redis Cluster: windows across slots', () => {
     for (const x of rate) expect(slot(x.key)).toBe(slot('{b:6f1c2a4e0d3b4c599a513e2d7c8b9a10}'))
     expect(slot(month.key)).toBe(slot(month.quotaKey))
     // The month refuses the third call: the base slot's charge is refunded.
-    const s = new RedisStore(client(), { prefix: 'basegate:', cluster: true })
+    const s = new RedisStore(client(), { clock: systemClock, prefix: 'basegate:', cluster: true })
     expect((await s.consume(c.charges, Date.now())).allowed).toBe(true)
     expect((await s.consume(c.charges, Date.now())).allowed).toBe(true)
     expect((await s.consume(c.charges, Date.now())).allowed).toBe(false)
@@ -96,8 +102,12 @@ describe('Redis Cluster: leases (issue #14)', () => {
   it('a hot key admits from its share, gives the rest back in its own slot, and a request across slots takes none', async () => {
     const { LeasingStore } = await import('../../src/limiter/leases.js')
     const prefix = `bgc${made++}:`
-    const s = new CallerClockRedisStore(client(), { prefix, cluster: true })
-    const reader = new CallerClockRedisStore(client(), { prefix, cluster: true })
+    const s = new CallerClockRedisStore(client(), { clock: systemClock, prefix, cluster: true })
+    const reader = new CallerClockRedisStore(client(), {
+      clock: systemClock,
+      prefix,
+      cluster: true,
+    })
     let calls = 0
     const counted = new Proxy(s, {
       get: (t, p) =>

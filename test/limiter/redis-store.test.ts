@@ -8,6 +8,7 @@ import { BUCKETS_PER_WINDOW } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, useRedis } from '../helpers/redis.js'
 import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
+import { systemClock } from '../../src/clock.js'
 
 const db = useRedis()
 let made = 0
@@ -16,19 +17,31 @@ const client = () => db.client({ enableAutoPipelining: true })
 
 // Each store gets its own client, as separate gateway instances would.
 storeContract('RedisStore', {
-  make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+  make: async () =>
+    new CallerClockRedisStore(client(), {
+      clock: systemClock,
+      prefix: `${db.redis.prefix}${made++}:`,
+    }),
 })
 calendarContract('RedisStore', {
-  make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+  make: async () =>
+    new CallerClockRedisStore(client(), {
+      clock: systemClock,
+      prefix: `${db.redis.prefix}${made++}:`,
+    }),
 })
 ledgerContract('RedisStore', {
-  make: async () => new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}${made++}:` }),
+  make: async () =>
+    new CallerClockRedisStore(client(), {
+      clock: systemClock,
+      prefix: `${db.redis.prefix}${made++}:`,
+    }),
 })
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
     const prefix = `${db.redis.prefix}mem:`
-    const store = new CallerClockRedisStore(client(), { prefix })
+    const store = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const c = charge(1_000_000)
     const t0 = Date.now()
     for (let i = 0; i < 3000; i++) await store.consume([c], t0 + i * 200)
@@ -42,7 +55,9 @@ describe('RedisStore against a real redis-server', () => {
 
   it('shares counts between stores (instances) on one Redis', async () => {
     const prefix = `${db.redis.prefix}shared:`
-    const stores = [0, 1, 2].map(() => new CallerClockRedisStore(client(), { prefix }))
+    const stores = [0, 1, 2].map(
+      () => new CallerClockRedisStore(client(), { clock: systemClock, prefix })
+    )
     const c = charge(30)
     const t = Date.now()
     const results = await Promise.all(
@@ -53,7 +68,10 @@ describe('RedisStore against a real redis-server', () => {
 
   it('uses one EVALSHA per request for all its windows', async () => {
     const admin = client()
-    const store = new CallerClockRedisStore(client(), { prefix: `${db.redis.prefix}rt:` })
+    const store = new CallerClockRedisStore(client(), {
+      clock: systemClock,
+      prefix: `${db.redis.prefix}rt:`,
+    })
     await store.consume([charge(5)], Date.now()) // loads the script
     const before = await evalCalls(admin)
     for (let i = 0; i < 20; i++)
@@ -74,7 +92,7 @@ describe('RedisStore against a real redis-server', () => {
     })
     dead.on('error', () => {})
     db.track(dead)
-    const store = new RedisStore(dead, { prefix: 'x:' })
+    const store = new RedisStore(dead, { clock: systemClock, prefix: 'x:' })
     await expect(store.consume([charge(1)], Date.now())).rejects.toBeInstanceOf(StoreError)
     expect(await store.ready()).toBe(false)
   })
@@ -83,8 +101,8 @@ describe('RedisStore against a real redis-server', () => {
 describe('RedisStore: a quota override in the store', () => {
   it('applies the `quota` field of the limit key from the next call, for every instance', async () => {
     const prefix = `${db.redis.prefix}override:`
-    const a = new CallerClockRedisStore(client(), { prefix })
-    const b = new CallerClockRedisStore(client(), { prefix })
+    const a = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
+    const b = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const m = {
       key: '{t:acme}:ledger:2026-11',
       limit: 2,
@@ -121,7 +139,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 
   it("decides as the memory store does, call by call, and its total is always its buckets' sum", async () => {
     const prefix = `${db.redis.prefix}layout:`
-    const redisStore = new CallerClockRedisStore(client(), { prefix })
+    const redisStore = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const memory = new MemoryStore()
     const admin = client()
     const c = charge(40)
@@ -159,7 +177,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 
   it('a refund takes its call back from the bucket and the total, and never below zero', async () => {
     const prefix = `${db.redis.prefix}refund:`
-    const store = new CallerClockRedisStore(client(), { prefix })
+    const store = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const admin = client()
     const c = charge(10)
     const t = Date.now()
@@ -177,7 +195,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 
   it('a lease is granted only to the half limit, and its give-back keeps the total, the oldest bucket and resetAt right', async () => {
     const prefix = `${db.redis.prefix}giveback:`
-    const store = new CallerClockRedisStore(client(), { prefix })
+    const store = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const admin = client()
     const c = charge(20)
     const bucketMs = 60_000 / BUCKETS_PER_WINDOW
@@ -222,7 +240,7 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
     const oldName = prefix + key.replace(/:l\d+$/, '')
     const bucket = Math.floor(Date.now() / 1200)
     await admin.hset(oldName, String(bucket), '9')
-    const store = new CallerClockRedisStore(client(), { prefix })
+    const store = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
     const d = await store.consume([{ ...charge(10), key }], Date.now())
     // Neither misread (the new call saw 0, not 9) nor touched (no t/o written into it).
     expect(d.windows[0]!.used).toBe(1)
@@ -248,7 +266,11 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
       onError: 'open',
       leases: false,
     })
-    const store = new RedisStore(client, { prefix: `${db.redis.prefix}${prefix}`, timeoutMs: 50 })
+    const store = new RedisStore(client, {
+      clock: systemClock,
+      prefix: `${db.redis.prefix}${prefix}`,
+      timeoutMs: 50,
+    })
     await new Promise((r) => client.once('ready', r))
     return { client, store }
   }
@@ -301,7 +323,9 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
   it('a store that does not answer still fails within about the timeout', async () => {
     const { answerWithin } = await import('../../src/limiter/redis-store.js')
     const t0 = performance.now()
-    await expect(answerWithin(new Promise(() => {}), 50)).rejects.toThrow(/no answer within 50 ms/)
+    await expect(answerWithin(new Promise(() => {}), 50, systemClock)).rejects.toThrow(
+      /no answer within 50 ms/
+    )
     expect(performance.now() - t0).toBeLessThan(500)
   })
 })

@@ -5,6 +5,7 @@ import { BUCKETS_PER_WINDOW } from '../../src/types.js'
 import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { useRedis } from '../helpers/redis.js'
 import { charge } from './store-contract.js'
+import { systemClock } from '../../src/clock.js'
 
 // Issue #21: the window script became two (check, give-back) on a shared prelude. During a
 // rolling upgrade 0.4.0 instances (one script, modes 0/1/3) and this build count in the same
@@ -53,7 +54,7 @@ async function old(
 describe('0.4.0 and this build on one Redis (rolling upgrade)', () => {
   it('count in the same window: each sees and refuses on what the other charged', async () => {
     const prefix = `${db.redis.prefix}roll:`
-    const store = new CallerClockRedisStore(db.client(), { prefix })
+    const store = new CallerClockRedisStore(db.client(), { clock: systemClock, prefix })
     const c = charge(10, 60_000, keys.cls('base:rolling', 'base', 60_000))
     for (let i = 0; i < 4; i++) expect((await old(prefix, c, 0, T0 + i)).allowed).toBe(1)
     const d = await store.consume([c], T0 + 10)
@@ -67,7 +68,7 @@ describe('0.4.0 and this build on one Redis (rolling upgrade)', () => {
 
   it("gives back into the other's buckets, and the window reopens a window later", async () => {
     const prefix = `${db.redis.prefix}roll2:`
-    const store = new CallerClockRedisStore(db.client(), { prefix })
+    const store = new CallerClockRedisStore(db.client(), { clock: systemClock, prefix })
     const c = charge(1000, 60_000, keys.cls('base:rolling2', 'base', 60_000))
     // A 0.4.0 instance leased a share of 20 (mode 0 with an ask); this build gives 15 back.
     const client = db.client()

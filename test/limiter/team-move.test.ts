@@ -5,6 +5,7 @@ import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import type { LimiterStore } from '../../src/types.js'
 import { useRedis } from '../helpers/redis.js'
+import { systemClock } from '../../src/clock.js'
 
 // Issue #11, finding 4: moving a base into or out of a team (PUT/DELETE /v1/teams, or a file
 // reload) must not restart its rate windows: the rate keys never depend on the team.
@@ -47,7 +48,9 @@ describe('a team change keeps the rate windows (issue #11, finding 4)', () => {
   })
   it('Redis store', async () => {
     expect(
-      await moveKeepsCounts(new RedisStore(db.client(), { prefix: `${db.redis.prefix}tm:` }))
+      await moveKeepsCounts(
+        new RedisStore(db.client(), { clock: systemClock, prefix: `${db.redis.prefix}tm:` })
+      )
     ).toEqual([true, true, true, false, false])
   })
 })

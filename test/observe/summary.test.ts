@@ -4,15 +4,15 @@ import { UsageSummary } from '../../src/observe/summary.js'
 
 describe('UsageSummary across worker processes', () => {
   it('take() hands over the counts and starts afresh; absorb() adds them up', () => {
-    const a = new UsageSummary()
-    const b = new UsageSummary()
+    const a = new UsageSummary(new FakeClock(0))
+    const b = new UsageSummary(new FakeClock(0))
     for (let i = 0; i < 3; i++) a.record('base:x')
     a.record('base:y')
     for (let i = 0; i < 2; i++) b.record('base:y')
     b.record('base:z')
     a.recordMonthly('acme', 90, 100)
     b.recordMonthly('acme', 95, 100)
-    const primary = new UsageSummary(10, 100_000, new FakeClock(0))
+    const primary = new UsageSummary(new FakeClock(0), 10, 100_000)
     primary.absorb(a.take())
     primary.absorb(b.take())
     const line = primary.flush(60_000)
@@ -31,7 +31,7 @@ describe('UsageSummary across worker processes', () => {
 
 describe('UsageSummary: a used-up team with no traffic (issue #34 item 7)', () => {
   it('shows in the interval it had calls in, not again in every quiet interval after', () => {
-    const s = new UsageSummary(10, 100_000, new FakeClock(0))
+    const s = new UsageSummary(new FakeClock(0), 10, 100_000)
     s.record('base:a')
     s.recordMonthly('acme', 100, 100)
     expect(s.flush(60_000).teams_over_100).toEqual([

@@ -161,7 +161,7 @@ describe('masking secrets in /v1/config', () => {
 
 describe('usage summary', () => {
   it('lists the busiest keys and the teams past 80 % and 100 %', () => {
-    const s = new UsageSummary(2, 100, new FakeClock(0))
+    const s = new UsageSummary(new FakeClock(0), 2, 100)
     for (let i = 0; i < 5; i++) s.record('base:a')
     for (let i = 0; i < 3; i++) s.record('ip:1.1.1.1')
     s.record('base:b')
@@ -183,7 +183,7 @@ describe('usage summary', () => {
   })
 
   it('stays bounded under a key-space flood', () => {
-    const s = new UsageSummary(10, 1000, new FakeClock(0))
+    const s = new UsageSummary(new FakeClock(0), 10, 1000)
     for (let i = 0; i < 50_000; i++) s.record(`ip:${i}`)
     expect(s.flush(1).requests).toBe(50_000)
     expect((s as unknown as { calls: Map<string, number> }).calls.size).toBe(0)
