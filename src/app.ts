@@ -16,6 +16,7 @@ import {
   peerOf,
   requestIdOf,
   userAgentOf,
+  NO_CHANGES,
 } from './observe/request-log.js'
 import type { StatusRecorder } from './observe/status-recorder.js'
 import type { UsageSummary } from './observe/summary.js'
@@ -275,6 +276,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       held: nothingHeld(),
       gate: null,
       dryRun: null,
+      bodyChanges: NO_CHANGES,
       ended: false,
     }
     tell(call, flow, (c) => story(c, flow, deps))

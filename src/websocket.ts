@@ -7,7 +7,7 @@ import {
 import { request as httpsRequest } from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Tracer } from '@opentelemetry/api'
-import { begin } from './observe/request-log.js'
+import { begin, NO_CHANGES } from './observe/request-log.js'
 import { requestSpan } from './observe/tracing.js'
 import { answeredOutcome, type Outcome, type Refusal } from './http/call.js'
 import { upstreamRequestHeaders } from './http/proxy.js'
@@ -229,6 +229,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       held: nothingHeld(),
       gate: null,
       dryRun: null,
+      bodyChanges: NO_CHANGES,
       ended: false,
     }
     tell(call, flow, story)

@@ -139,7 +139,7 @@ export interface Refusal {
   /** SPEC §8: what the call matched in the change history. */
   history: HistoryDecision
   /** SPEC §8: ids of the entries an upgrade would break (logged as api_change, counted in metrics). */
-  apiChanges: string[]
+  apiChanges: readonly string[]
 }
 
 /** A call to forward: admitted (or over a limit in dry-run). */
@@ -159,7 +159,7 @@ export interface Pass {
   /** History entries that still depend on the body (read by the request path). */
   pendingHistory: readonly Match[]
   /** SPEC §8: ids of the entries an upgrade would break; a body's entries join later. */
-  apiChanges: string[]
+  apiChanges: readonly string[]
 }
 
 export type GateResult = Refusal | Pass

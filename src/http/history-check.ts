@@ -29,20 +29,21 @@ export function checkHistory(
 
 /**
  * The entries that depend on the body (SPEC §8: Move Rows to Big Data without `view_name`), once
- * the body step read which of their fields it names; what they match joins the call's
- * `apiChanges`. A body that is not a JSON object (`named` null) matches none: the server judges it.
+ * the body step read which of their fields it names: the ids of those the body matches (the line
+ * adds them to the gate's). A body that is not a JSON object (`named` null) matches none: the
+ * server judges it.
  */
 export function bodyHistory(
   deps: GateDeps,
   g: Pass,
   method: string,
   named: ReadonlySet<string> | null
-): void {
-  if (named === null) return
+): readonly string[] {
+  if (named === null) return []
   const lacking = g.pendingHistory.filter((m) => !named.has(m.bodyWithout!)).map((m) => m.entry)
   const key = g.admission.classification.key
   const h = checkHistory(deps, g.snapshot, { method, path: g.route, key }, lacking)
-  for (const e of h.breaking) g.apiChanges.push(e.id)
+  return h.breaking.map((e) => e.id)
 }
 
 /** The fields the entries pending on a call's body ask about. */

@@ -234,6 +234,8 @@ function resumeOnDrain(
     stalled.cancel()
     resume()
   })
+  // A client that leaves ends the wait; its timer must not outlive the call.
+  res.once('close', () => stalled.cancel())
 }
 
 /** What undici sends: the held body, or the request's own, paced where the client still sends it. */

@@ -122,7 +122,7 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
 }
 
 const round2 = (ms: number) => Math.round(ms * 100) / 100
-const NO_CHANGES: readonly string[] = []
+export const NO_CHANGES: readonly string[] = []
 
 /** The outcome's own fields for the log line. */
 function outcomeFields(o: Outcome): Record<string, unknown> {
@@ -352,15 +352,17 @@ export function createFinisher(
     g: GateResult | null,
     begun: Begun,
     outcome: Outcome,
-    dryRun: DryRun | null = g?.kind === 'pass' ? g.dryRun : null
+    dryRun: DryRun | null = g?.kind === 'pass' ? g.dryRun : null,
+    bodyChanges: readonly string[] = NO_CHANGES
   ): void {
+    const gateChanges = g?.apiChanges ?? NO_CHANGES
     write({
       begun,
       path: g?.path ?? null,
       admission: g?.admission ?? null,
       outcome,
       dryRun,
-      apiChanges: g?.apiChanges ?? NO_CHANGES,
+      apiChanges: bodyChanges.length === 0 ? gateChanges : [...gateChanges, ...bodyChanges],
     })
   }
 }

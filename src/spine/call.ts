@@ -47,6 +47,8 @@ export interface Arrived extends Begun {
   gate: GateResult | null
   /** What a dry-run forwards anyway (a rule, a limit, a size). */
   dryRun: DryRun | null
+  /** The API changes only its body shows (SPEC §8): set by the body step, added to the gate's. */
+  bodyChanges: readonly string[]
   /** Its line was written: a later ending (a step throwing after it) writes nothing more. */
   ended: boolean
 }

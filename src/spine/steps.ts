@@ -63,7 +63,7 @@ export function end(call: Arrived, flow: Flow, outcome: Outcome): void {
   call.ended = true
   release(call, flow, upstreamMsOf(outcome))
   flow.account(call.gate?.admission ?? null, call.givenBack, flow.clock.now())
-  flow.finish(call.gate, call, outcome, call.dryRun)
+  flow.finish(call.gate, call, outcome, call.dryRun, call.bodyChanges)
 }
 
 /**
@@ -246,7 +246,7 @@ function bodyRead<C extends Passed & HttpArrived>(
       call.held.body = sized.release
       if (sized.broken !== null) call.dryRun = { ...call.dryRun, size: sized.broken }
       if (sized.fields !== undefined)
-        bodyHistory(flow.gateDeps, call.gate, call.method, sized.fields)
+        call.bodyChanges = bodyHistory(flow.gateDeps, call.gate, call.method, sized.fields)
       return grow(call, 'body', sized)
   }
 }
