@@ -1,113 +1,12 @@
-import { EventEmitter } from 'node:events'
-import { IncomingMessage, ServerResponse } from 'node:http'
-import { Socket } from 'node:net'
-import { Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { createGateway } from '../../src/app.js'
-import { systemClock } from '../../src/clock.js'
-import { parseConfig } from '../../src/config/load.js'
-import { compileSnapshot } from '../../src/http/snapshot.js'
-import type { ForwardRequest, Forwarder } from '../../src/http/proxy.js'
-import { MemoryStore } from '../../src/limiter/memory-store.js'
-import { createLogger } from '../../src/observe/log.js'
-import { Metrics } from '../../src/observe/metrics.js'
+import { inProcess, BASE as U } from '../helpers/in-process.js'
 
-// createGateway in process: the memory store, a fake clock, a stub forwarder, and a logger
-// writing into an array. Sharper and faster than a spawned process for the request path.
-
-const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
-
-function setup(
-  yaml: string,
-  upstream: (f: ForwardRequest) => { status: number; error?: string } = () => ({ status: 200 })
-) {
-  const r = parseConfig(yaml, {})
-  if (!r.ok) throw new Error(JSON.stringify(r.problems))
-  const snap = compileSnapshot(r.config)
-  const lines: Record<string, unknown>[] = []
-  const sink = new Writable({
-    write(chunk, _e, cb) {
-      for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l))
-      cb()
-    },
-  })
-  const logger = createLogger({ level: 'debug', destination: sink })
-  const forwarded: ForwardRequest[] = []
-  const forwarder: Forwarder = {
-    forward(f) {
-      forwarded.push(f)
-      const a = upstream(f)
-      for (const [k, v] of Object.entries(f.extraHeaders ?? {})) f.res.setHeader(k, v as string)
-      if (!a.error) f.res.writeHead(a.status).end('{}')
-      else f.res.writeHead(502).end()
-      f.done({ status: a.status, upstreamMs: 1, error: a.error, bytesOut: a.error ? 0 : 2 })
-    },
-    close: async () => {},
-    destroy: async () => {},
-  }
-  let clock = Date.parse('2026-11-23T10:00:00Z')
-  const metrics = new Metrics()
-  const gw = createGateway({
-    snapshot: () => snap,
-    store: new MemoryStore(),
-    forwarder,
-    logger,
-    upstreamUrl: 'http://127.0.0.1:1',
-    metrics,
-    clock: { ...systemClock, now: () => clock },
-  })
-  async function call(
-    method: string,
-    url: string,
-    headers: Record<string, string> = {},
-    extraRaw: string[] = []
-  ) {
-    const socket = new Socket()
-    Object.defineProperty(socket, 'remoteAddress', { value: '10.0.0.1' })
-    const req = new IncomingMessage(socket)
-    req.method = method
-    req.url = url
-    req.headers = { host: 'gw', ...headers }
-    req.rawHeaders = [...(Object.entries(req.headers).flat() as string[]), ...extraRaw]
-    const res = new ServerResponse(req)
-    const out: {
-      status?: number
-      headers?: Record<string, unknown>
-      body: string
-      /** Answered before handleRequest returned: no promise, no event-loop turn (issue #26). */
-      sync?: boolean
-    } = { body: '' }
-    let returned = false
-    let written: Record<string, unknown> = {}
-    const origHead = res.writeHead.bind(res)
-    res.writeHead = ((status: number, headers?: Record<string, unknown>) => {
-      written = { ...res.getHeaders(), ...headers }
-      return origHead(status, headers as never)
-    }) as typeof res.writeHead
-    const done = new Promise<void>((resolve) => {
-      const origEnd = res.end.bind(res)
-      res.end = ((chunk?: unknown) => {
-        out.status = res.statusCode
-        out.sync = !returned
-        out.headers = { ...res.getHeaders(), ...written }
-        if (typeof chunk === 'string') out.body = chunk
-        resolve()
-        return origEnd()
-      }) as typeof res.end
-    })
-    req.push(null)
-    gw.handleRequest(req, res)
-    returned = true
-    await done
-    await new Promise((r) => setImmediate(r))
-    return out
-  }
-  return { call, lines, forwarded, metrics, advance: (ms: number) => (clock += ms) }
-}
+// createGateway in process (test/helpers/in-process.ts): sharper and faster than a spawned
+// process for the request path.
 
 describe('createGateway in process', () => {
   it('admits to the limit, then answers a bare 429 with retry-after; one log line per request', async () => {
-    const g = setup('rate_limits: { base: 2/min }')
+    const g = inProcess('rate_limits: { base: 2/min }')
     const path = `/api-gateway/api/v2/dtables/${U}/metadata/`
     expect((await g.call('GET', path)).status).toBe(200)
     const second = await g.call('GET', path)
@@ -127,7 +26,7 @@ describe('createGateway in process', () => {
   })
 
   it('a refusal the store decides without I/O is answered within handleRequest (issue #26)', async () => {
-    const g = setup('rate_limits: { base: 1/min }')
+    const g = inProcess('rate_limits: { base: 1/min }')
     const path = `/api-gateway/api/v2/dtables/${U}/metadata/`
     expect((await g.call('GET', path)).status).toBe(200)
     const refused = await g.call('GET', path)
@@ -145,9 +44,9 @@ describe('createGateway in process', () => {
   })
 
   it('a bad path and a duplicate Host are request lines too, with their outcome', async () => {
-    const g = setup('{}')
+    const g = inProcess('{}')
     expect((await g.call('GET', '/a/%2F/b')).status).toBe(400)
-    expect((await g.call('GET', '/x', { host: 'a' })).status).toBe(200)
+    expect((await g.call('GET', '/x', { headers: { host: 'a' } })).status).toBe(200)
     expect(g.lines.find((l) => l.outcome === 'bad_path')).toMatchObject({
       status: 400,
       class: 'unknown',
@@ -155,10 +54,9 @@ describe('createGateway in process', () => {
   })
 
   it('dry-run: a call over the limit whose upstream then fails keeps its upstream error', async () => {
-    const g = setup('mode: dry-run\nrate_limits: { base: 1/min }', () => ({
-      status: 502,
-      error: 'ECONNREFUSED',
-    }))
+    const g = inProcess('mode: dry-run\nrate_limits: { base: 1/min }', {
+      upstream: () => ({ status: 502, error: 'ECONNREFUSED' }),
+    })
     const path = `/api-gateway/api/v2/dtables/${U}/metadata/`
     await g.call('GET', path)
     await g.call('GET', path)
@@ -175,7 +73,7 @@ describe('createGateway in process', () => {
   })
 
   it('a dry-run rule never refuses: the call is forwarded, logged with the rule, and charged to the enforced windows', async () => {
-    const g = setup(
+    const g = inProcess(
       `rate_limits:\n  base: 3/min\n  rules: [ { name: shadow, path: "/api-gateway/*", limits: 1/min, mode: dry-run } ]`
     )
     const path = `/api-gateway/api/v2/dtables/${U}/metadata/`
@@ -189,7 +87,7 @@ describe('createGateway in process', () => {
   })
 
   it('allow.bases and allow.clients: never limited, never charged, no headers, still logged', async () => {
-    const g = setup(
+    const g = inProcess(
       `rate_limits: { base: 1/min }\nallow: { bases: ["${U}"], clients: ["10.0.0.0/8"] }`
     )
     for (let i = 0; i < 3; i++) {
@@ -204,7 +102,7 @@ describe('createGateway in process', () => {
   })
 
   it('masks tokens carried in paths in the log line', async () => {
-    const g = setup('{}')
+    const g = inProcess('{}')
     await g.call('GET', '/dtable/external-links/0123456789abcdef0123/')
     await g.call('GET', '/api/v2.1/external-link-tokens/secrettokenvalue/access-token/')
     const paths = g.lines.filter((l) => l.method === 'GET').map((l) => l.path)
@@ -214,6 +112,3 @@ describe('createGateway in process', () => {
     ])
   })
 })
-
-// keep EventEmitter referenced for older Node typings of Socket
-void EventEmitter
