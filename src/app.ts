@@ -45,6 +45,7 @@ import type { MonthlyNotices } from './usage/notices.js'
 import type { UsageRecorder } from './usage/recorder.js'
 import type { LedgerRecorder } from './usage/ledger-recorder.js'
 import { createAccounting } from './spine/accounting.js'
+import type { ShapeRecorder } from './tuning/recorder.js'
 import { createUpgradeHandler } from './websocket.js'
 
 export interface GatewayDeps {
@@ -65,6 +66,8 @@ export interface GatewayDeps {
   ledger?: LedgerRecorder
   /** SPEC §5: the 80 % and 100 % lines of a team's month. */
   notices?: MonthlyNotices
+  /** SPEC §11: how keys' calls fall in time (batched to the store). */
+  shapes?: ShapeRecorder
   /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
   tracer?: Tracer | null
   /** Every time read and timer set on the request path (the system's by default). */
@@ -245,6 +248,8 @@ function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
       notices: deps.notices,
       timezone: () => deps.snapshot().config.monthly.timezone,
       monthlyEnabled: () => deps.snapshot().config.monthly.enabled,
+      shapes: deps.shapes,
+      ipKeyOf: (ip) => deps.snapshot().clientIp.keyOf(ip),
     }),
   }
 }

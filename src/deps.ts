@@ -16,6 +16,7 @@ import { MemoryChangeStore, RedisChangeStore, type ChangeStore } from './config/
 import type { Config, LimiterStore, StoreKind } from './types.js'
 import { MemoryReportStore, RedisReportStore, type ReportStore } from './history/report-store.js'
 import { MemoryUsageStore, RedisUsageStore, type UsageStore } from './usage/store.js'
+import { MemoryShapeStore, RedisShapeStore, type ShapeStore } from './tuning/shape-store.js'
 
 export interface Stores {
   store: LimiterStore
@@ -25,6 +26,8 @@ export interface Stores {
   report: ReportStore
   /** SPEC §5: calls per day of each team and base, and the month's notices (shared likewise). */
   usage: UsageStore
+  /** SPEC §11: how keys' calls fell in time, 35 days. */
+  shapes: ShapeStore
   kind: StoreKind
   /** The store connection's last error (`connect ECONNREFUSED …`), for the lines that say it is down. */
   connectionError(): string | undefined
@@ -50,6 +53,7 @@ export function createStore(
       changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
       usage,
+      shapes: new MemoryShapeStore(),
       kind: 'memory',
       connectionError: () => undefined,
     }
@@ -80,6 +84,7 @@ export function createStore(
     changes: new RedisChangeStore(client, subscriber, s.prefix),
     report: new RedisReportStore(client, s.prefix),
     usage: new RedisUsageStore(client, s.prefix),
+    shapes: new RedisShapeStore(client, s.prefix),
     kind,
     connectionError: () => lastConnectionError(client),
   }

@@ -36,5 +36,5 @@ export function below(a: string, b: string): boolean {
 /** The line to exit with on a Node too old, or null. */
 export function nodeProblem(running: string, minimum = minimumNode()): string | null {
   if (!below(running, minimum)) return null
-  return `basegate needs Node.js ${minimum} or later; this is ${running} (${process.execPath}). Install Node ${minimum.split('.')[0]} (the image runs it; see the README's "Running in production").`
+  return `basegate needs Node.js ${minimum} or later; this is ${running} (${process.execPath}). Install Node ${minimum.split('.')[0]} (the image runs it; see the README's "Running it").`
 }

@@ -56,6 +56,13 @@ export const keys = {
   usageIndex: (monthId: string, uuid: string) => `{u:index:${uuid[0]}}:${monthId}`,
   usageIndexes: (monthId: string): string[] =>
     [...'0123456789abcdef'].map((x) => `{u:index:${x}}:${monthId}`),
+  /**
+   * SPEC §11 tuning evidence: one key's calls of one route family on one day (a hash: `t`,
+   * `r`, `m`, an `hHH` field per hour). All of a key's families share its Cluster slot.
+   */
+  shape: (subject: string, day: string, family: string) => `{sh:${subject}}:${day}:${family}`,
+  /** SPEC §11: the key-days of one day with calls, a set in 16 shards (`<key>\t<family>`). */
+  shapeIndex: (day: string, shard: string) => `{sh:index:${shard}}:${day}`,
   /** SPEC §5 notices: (team, month, threshold) was said, once for every instance. */
   notice: (team: string, monthId: string, threshold: number) =>
     `{t:${team}}:notice:${monthId}:${threshold}`,

@@ -11,6 +11,7 @@ import { MonthlyNotices } from '../usage/notices.js'
 import { LedgerRecorder } from '../usage/ledger-recorder.js'
 import { storeAddress } from '../limiter/redis-client.js'
 import { MAX_SUBJECTS, UsageRecorder } from '../usage/recorder.js'
+import { MAX_SERIES, ShapeRecorder } from '../tuning/recorder.js'
 import { holdContinue } from '../http/continue.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
 import type { Config } from '../types.js'
@@ -34,6 +35,8 @@ export interface Proxy {
   ledger: LedgerRecorder
   /** SPEC §5: the month's 80 % and 100 % lines. */
   notices: MonthlyNotices
+  /** SPEC §11: how keys' calls fell in time, batched to the store. */
+  shapes: ShapeRecorder
   /** Store trouble, and what a stop could not write. */
   core: Core
   forwarder: Forwarder
@@ -141,7 +144,17 @@ function recordersOf(core: Core) {
     core.stores.report,
     recorderOptions(core, 'upgrade report counts', KEPT)
   )
+  const shapes = new ShapeRecorder(core.stores.shapes, {
+    ...recorderOptions(core, 'tuning evidence', KEPT),
+    timezone,
+    onDropped: (calls) =>
+      core.logger.warn(
+        { calls, max_series: MAX_SERIES },
+        'tuning evidence: calls of key-days past the per-interval bound were not kept'
+      ),
+  })
   usage.start(core.runtime.usageFlushMs)
+  shapes.start(core.runtime.usageFlushMs)
   ledger.start(core.runtime.usageFlushMs)
   recorder.start(core.runtime.reportFlushMs)
   const noticeTrouble = 'a monthly quota notice could not be decided'
@@ -151,12 +164,12 @@ function recordersOf(core: Core) {
     onError: (err) => core.trouble.failed(noticeTrouble, 'asked again every 5 s', err),
     onBack: () => core.trouble.back(noticeTrouble, 'notices are decided again'),
   })
-  return { usage, ledger, recorder, notices }
+  return { usage, ledger, recorder, notices, shapes }
 }
 
 export function createProxy(core: Core): Proxy {
   const config = core.holder.current.config
-  const { usage, ledger, recorder, notices } = recordersOf(core)
+  const { usage, ledger, recorder, notices, shapes } = recordersOf(core)
   const forwarder = createForwarder({
     clock: core.runtime.clock,
     url: config.upstream.url,
@@ -176,6 +189,7 @@ export function createProxy(core: Core): Proxy {
     usage,
     ledger,
     notices,
+    shapes,
     tracer: core.tracing?.tracer ?? null,
     clock: core.runtime.clock,
     // SPEC §4: workers share size_limits.buffer_bytes; each holds its share.
@@ -214,6 +228,7 @@ export function createProxy(core: Core): Proxy {
     usage,
     ledger,
     notices,
+    shapes,
     core,
     forwarder,
     gateway,
@@ -264,13 +279,19 @@ const FINAL_WRITE_MS = 3_000
  */
 async function stopRecorders(p: Proxy): Promise<void> {
   p.notices.stop()
-  const [report, days, ledger] = await Promise.all([
+  const [report, days, ledger, shapes] = await Promise.all([
     p.recorder.stop(FINAL_WRITE_MS).catch(() => -1),
     p.usage.stop(FINAL_WRITE_MS).catch(() => -1),
     p.ledger.stop(FINAL_WRITE_MS).catch(() => -1),
+    p.shapes.stop(FINAL_WRITE_MS).catch(() => -1),
   ])
-  const lost = { usage_day_counts: days, team_monthly_calls: ledger, upgrade_report: report }
-  if (days !== 0 || ledger !== 0 || report !== 0)
+  const lost = {
+    usage_day_counts: days,
+    team_monthly_calls: ledger,
+    upgrade_report: report,
+    tuning_evidence: shapes,
+  }
+  if (days !== 0 || ledger !== 0 || report !== 0 || shapes !== 0)
     p.core.logger.warn(
       { ...lost, store: storeAddress(p.core.holder.current.config.store) },
       `stopping: the store did not take what was held within ${FINAL_WRITE_MS} ms; these calls are not in its counts`

@@ -4,6 +4,8 @@ import type { LedgerRef, MonthlyCharge } from '../types.js'
 import type { LedgerRecorder } from '../usage/ledger-recorder.js'
 import type { MonthlyNotices } from '../usage/notices.js'
 import type { UsageRecorder } from '../usage/recorder.js'
+import { CEILING, familyOf } from '../tuning/family.js'
+import type { ShapeRecorder } from '../tuning/recorder.js'
 
 // SPEC §5 at a call's end (spine's end(), beside its line, not inside it): what the call adds
 // to the usage over time and the ledger, and whether its team's month crossed a notice's
@@ -12,6 +14,8 @@ import type { UsageRecorder } from '../usage/recorder.js'
 // - its team's month and day: already in the ledger when a rate-limit script charged the
 //   month; written late (usage/ledger-recorder.ts) when none did (monthly quotas off) or when
 //   this process's fallback admitted it while the store did not answer.
+// And SPEC §11: how its key's calls fall in time (tuning/recorder.ts), admitted or refused, by
+// route family; a base call also on its client's ip_ceiling series.
 
 export interface AccountingDeps {
   usage?: UsageRecorder
@@ -21,9 +25,23 @@ export interface AccountingDeps {
   timezone: () => string
   /** monthly.enabled in force. */
   monthlyEnabled: () => boolean
+  /** SPEC §11: the shapes of keys' calls. */
+  shapes?: ShapeRecorder
+  /** SPEC §6: a client's key (an IPv6 client by its prefix), for its ip_ceiling series. */
+  ipKeyOf?: (ip: string) => string
 }
 
-export type Account = (admission: Admission | null, givenBack: boolean, nowMs: number) => void
+export type Account = (
+  admission: Admission | null,
+  givenBack: boolean,
+  nowMs: number,
+  /** The call's method and normalised path (null: it had none), for its route family. */
+  method?: string,
+  path?: string | null
+) => void
+
+/** Route families of recent paths (a path's family is worked out once while it stays here). */
+const FAMILY_CACHE = 4096
 
 function monthlyChargeOf(a: Admission): MonthlyCharge | null {
   for (const c of a.classification.charges) if (c.kind === 'monthly') return c
@@ -46,8 +64,29 @@ export function createAccounting(deps: AccountingDeps): Account {
     return { ref: { team, month: m.id, endMs: m.endMs }, day: dayOf(nowMs).id.slice(8) }
   }
 
-  return function account(a, givenBack, nowMs) {
+  const families = new Map<string, string>()
+  const familyAt = (method: string, path: string): string => {
+    const k = method + ' ' + path
+    let f = families.get(k)
+    if (f === undefined) {
+      if (families.size >= FAMILY_CACHE) families.clear()
+      families.set(k, (f = familyOf(method, path)))
+    }
+    return f
+  }
+  /** SPEC §11: every call a key's windows saw, kept or refused (a give-back never counted). */
+  const shape = (a: Admission, nowMs: number, method: string, path: string) => {
+    const { cls, key } = a.classification
+    if (cls === 'exempt') return
+    deps.shapes!.record(key, familyAt(method, path), nowMs, a.refused)
+    if (cls !== 'other' && key.startsWith('base:') && deps.ipKeyOf !== undefined)
+      deps.shapes!.record(`ip:${deps.ipKeyOf(a.clientIp)}`, CEILING, nowMs, a.refused)
+  }
+
+  return function account(a, givenBack, nowMs, method, path) {
     if (a === null) return
+    if (deps.shapes !== undefined && !givenBack && method !== undefined && path != null)
+      shape(a, nowMs, method, path)
     // Admitted and kept (allowed and exempt calls too: they are served, only never charged).
     const kept = a.refused === null && !givenBack
     const { key, team } = a.classification

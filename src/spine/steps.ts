@@ -62,7 +62,13 @@ export function end(call: Arrived, flow: Flow, outcome: Outcome): void {
   if (call.ended) return
   call.ended = true
   release(call, flow, upstreamMsOf(outcome))
-  flow.account(call.gate?.admission ?? null, call.givenBack, flow.clock.now())
+  flow.account(
+    call.gate?.admission ?? null,
+    call.givenBack,
+    flow.clock.now(),
+    call.method,
+    call.gate?.path
+  )
   flow.finish(call.gate, call, outcome, call.dryRun, call.bodyChanges)
 }
 

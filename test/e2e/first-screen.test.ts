@@ -86,3 +86,12 @@ describe("the README's first screen", () => {
     expect(answer).toContain('"rows":[')
   }, 30_000)
 })
+
+describe("the README's Configuring example", () => {
+  it('is a valid limits.yaml, as written', async () => {
+    const { parseConfig } = await import('../../src/config/load.js')
+    const example = /## Configuring[\s\S]*?```yaml\n([\s\S]*?)```/.exec(readme)![1]!
+    const r = parseConfig(example, { REDIS_URL: 'redis://127.0.0.1:6379' })
+    expect(r.ok ? [] : r.problems).toEqual([])
+  })
+})

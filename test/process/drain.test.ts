@@ -8,6 +8,7 @@ import type { UsageRecorder } from '../../src/usage/recorder.js'
 import type { LedgerRecorder } from '../../src/usage/ledger-recorder.js'
 import type { MonthlyNotices } from '../../src/usage/notices.js'
 import type { Core } from '../../src/process/core.js'
+import type { ShapeRecorder } from '../../src/tuning/recorder.js'
 import { FakeClock } from '../helpers/clock.js'
 
 // SPEC §1: SIGTERM drains and stops. Once every client connection is gone, an upstream pool
@@ -31,6 +32,7 @@ function proxyWith(
     recorder: { stop: stop('recorder') } as unknown as UpgradeRecorder,
     usage: { stop: stop('usage') } as unknown as UsageRecorder,
     ledger: { stop: stop('ledger') } as unknown as LedgerRecorder,
+    shapes: { stop: stop('shapes') } as unknown as ShapeRecorder,
     notices: { stop: () => void stopped.push('notices') } as unknown as MonthlyNotices,
     core: {
       logger: { warn: (...args: unknown[]) => warned.push(args) },
@@ -65,7 +67,7 @@ describe('drainProxy', () => {
     for (let i = 0; i < 5 && !done; i++) await tick()
     expect(destroyed).toBe(true)
     expect(done).toBe(true)
-    expect(stopped).toEqual(['notices', 'recorder', 'usage', 'ledger'])
+    expect(stopped).toEqual(['notices', 'recorder', 'usage', 'ledger', 'shapes'])
   })
 
   it('leaves a pool that closes in time alone', async () => {
@@ -79,7 +81,7 @@ describe('drainProxy', () => {
     }
     await drainProxy(proxyWith(forwarder, clock, stopped))
     expect(destroyed).toBe(false)
-    expect(stopped).toEqual(['notices', 'recorder', 'usage', 'ledger'])
+    expect(stopped).toEqual(['notices', 'recorder', 'usage', 'ledger', 'shapes'])
   })
 
   it('says how many calls the store did not take before the exit (issue #40 item 9), the password masked', async () => {

@@ -8,10 +8,13 @@ import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-
 import { send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
-// Issue #25: the README's jq recipes, run as written on a real log captured as an operator
+// Issue #25: the operator's guide's jq recipes (docs/operating.md), run as written on a real log captured as an operator
 // would (`npm start > basegate.log`, npm's banner lines included). Needs jq (`.ci/tools`).
 
-const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8')
+const readme = readFileSync(
+  fileURLToPath(new URL('../../docs/operating.md', import.meta.url)),
+  'utf8'
+)
 const recipes = [...readme.matchAll(/^(jq -R.*basegate\.log.*)$/gm)].map((m) => m[1]!)
 const U = 'b1b2c3d4-0d3b-4c59-9a51-3e2d7c8b9a10'
 const rows = `/api-gateway/api/v2/dtables/${U}/rows/`

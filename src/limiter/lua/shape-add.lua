@@ -1,0 +1,130 @@
+-- SPEC §11 tuning evidence: one key-day's calls added per 5-second bin, once per batch (a
+-- batch that timed out but landed is written again with the same number and changes nothing).
+-- The same encoding and the same coarsening as src/tuning/shape.ts (read that file first):
+-- an hour is a field `hHH`, [level, kind, varints…]; kind 0 dense counts, 1 sparse
+-- (gap, count); the smaller is kept; past CAP bytes the hour goes to the next coarser level.
+--
+-- KEYS[1]  the key-day (a hash: `t` calls, `r` refused by a rate limit, `m` by the month,
+--          `hHH` the hours, `s:<process>` the last batch applied)
+-- ARGV[1]  the writing process  ARGV[2]  the batch's number  ARGV[3]  keep until (ms)
+-- ARGV[4]  calls  ARGV[5]  refused (rate)  ARGV[6]  refused (monthly)
+-- then per hour: the hour, the number of bins n, then n pairs (5-second bin of the hour, calls)
+--
+-- Returns 1 when the batch was applied, 0 when this key had seen it.
+
+local FACTORS = {1, 3, 12, 60, 720}
+local BINS = 720
+local CAP = 2048
+
+local seen = 's:' .. ARGV[1]
+if tonumber(redis.call('HGET', KEYS[1], seen) or '0') >= tonumber(ARGV[2]) then return 0 end
+
+local function varint(out, n)
+  while n >= 128 do
+    out[#out + 1] = (n % 128) + 128
+    n = math.floor(n / 128)
+  end
+  out[#out + 1] = n
+end
+
+local function bytes(t)
+  local parts = {}
+  for i = 1, #t, 4000 do
+    parts[#parts + 1] = string.char(unpack(t, i, math.min(i + 3999, #t)))
+  end
+  return table.concat(parts)
+end
+
+-- The smaller encoding of counts (1-based, BINS / FACTORS[level + 1] of them).
+local function encode(level, counts)
+  local dense = {level, 0}
+  local sparse = {level, 1}
+  local last = 0
+  for i = 1, #counts do
+    local n = counts[i]
+    varint(dense, n)
+    if n > 0 then
+      varint(sparse, i - last)
+      varint(sparse, n)
+      last = i
+    end
+  end
+  if #sparse < #dense then return bytes(sparse) end
+  return bytes(dense)
+end
+
+local function decode(s)
+  local level = string.byte(s, 1)
+  local size = BINS / FACTORS[level + 1]
+  local counts = {}
+  for i = 1, size do counts[i] = 0 end
+  local at = 3
+  local len = #s
+  local function nextv()
+    local n, mul = 0, 1
+    while true do
+      local b = string.byte(s, at)
+      at = at + 1
+      n = n + (b % 128) * mul
+      if b < 128 then return n end
+      mul = mul * 128
+    end
+  end
+  if string.byte(s, 2) == 0 then
+    for i = 1, size do counts[i] = nextv() end
+  else
+    local i = 0
+    while at <= len do
+      i = i + nextv()
+      counts[i] = nextv()
+    end
+  end
+  return level, counts
+end
+
+local function coarsen(level, counts)
+  local k = FACTORS[level + 2] / FACTORS[level + 1]
+  local out = {}
+  for i = 1, BINS / FACTORS[level + 2] do out[i] = 0 end
+  for i = 1, #counts do
+    local j = math.floor((i - 1) / k) + 1
+    out[j] = out[j] + counts[i]
+  end
+  return level + 1, out
+end
+
+redis.call('HINCRBY', KEYS[1], 't', tonumber(ARGV[4]))
+if ARGV[5] ~= '0' then redis.call('HINCRBY', KEYS[1], 'r', tonumber(ARGV[5])) end
+if ARGV[6] ~= '0' then redis.call('HINCRBY', KEYS[1], 'm', tonumber(ARGV[6])) end
+
+local i = 7
+while i <= #ARGV do
+  local field = string.format('h%02d', tonumber(ARGV[i]))
+  local n = tonumber(ARGV[i + 1])
+  local kept = redis.call('HGET', KEYS[1], field)
+  local level, counts
+  if kept then
+    level, counts = decode(kept)
+  else
+    level = 0
+    counts = {}
+    for b = 1, BINS do counts[b] = 0 end
+  end
+  local f = FACTORS[level + 1]
+  for p = 0, n - 1 do
+    local bin = tonumber(ARGV[i + 2 + 2 * p])
+    local j = math.floor(bin / f) + 1
+    counts[j] = counts[j] + tonumber(ARGV[i + 3 + 2 * p])
+  end
+  local enc = encode(level, counts)
+  while #enc > CAP and level < #FACTORS - 1 do
+    level, counts = coarsen(level, counts)
+    enc = encode(level, counts)
+  end
+  redis.call('HSET', KEYS[1], field, enc)
+  i = i + 2 + 2 * n
+end
+
+redis.call('HSET', KEYS[1], seen, ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]))
+return 1

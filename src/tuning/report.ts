@@ -1,0 +1,553 @@
+import type { Snapshot } from '../http/snapshot.js'
+import { dayBounds } from '../quota/month.js'
+import type { Charge, RateList } from '../types.js'
+import { refusals, timelineOf, type Bounds, type Timeline, type Window } from './estimate.js'
+import { callOfFamily, CEILING } from './family.js'
+import type { ShapeDay } from './shape.js'
+import { splitSeries, type ShapeStore } from './shape-store.js'
+
+// SPEC §11 "what it answers": a candidate file judged on the calls the store kept. Per key, its
+// families' shapes are summed into one timeline per window that counts them (a class, a rule,
+// ip_ceiling), under the running snapshot and the candidate's; each is estimated (estimate.ts)
+// and the keys are added up per window. Windows are judged one at a time (a call another window
+// refused is counted as seen by this one), and a rule's `method`/`path` is matched against the
+// families (a path segment that names one record is kept as `<id>`, matched as `0`).
+// Reads one key at a time: memory holds one key's days, the sums, and the movers.
+
+/** Key-days one report reads at most; past it the report says it is partial. */
+export const MAX_SERIES_READ = 500_000
+/** Keys named per window among those gaining or losing most. */
+const MOVERS = 5
+
+export interface Interval {
+  lo: number
+  hi: number
+}
+
+export interface KeyMove {
+  key: string
+  team: string | null
+  calls: number
+  running: Interval
+  candidate: Interval
+}
+
+export interface SectionReport {
+  /** `class:base`, `rule:<name>`, `ip_ceiling`. */
+  id: string
+  running: string
+  candidate: string
+  keys: number
+  calls: number
+  /** Calls the running limits refused, as recorded (any window of the call). */
+  refused_recorded: number
+  running_refused: Interval
+  candidate_refused: Interval
+  /** Keys the candidate refuses most more than the running limits, and most less. */
+  more_refused: KeyMove[]
+  fewer_refused: KeyMove[]
+  /** Every key's figures (asked for with `detail`). */
+  key_detail?: KeyMove[]
+}
+
+export interface TeamMonth {
+  month: string
+  calls: number
+  running_runs_out: string | null
+  candidate_runs_out: string | null
+}
+
+export interface TeamReport {
+  team: string
+  running_quota: number | null
+  candidate_quota: number | null
+  months: TeamMonth[]
+}
+
+export interface Suggestion {
+  id: string
+  limit: string
+  keys: number
+  /** The keys' busiest minute over the range (aligned minutes). */
+  busiest_minute: { p50: number; p90: number; p99: number; max: number }
+  /** The lowest N/min that no key's busiest minute passed on 99 % of its days. */
+  suggested: string
+  /** What that limit alone would have refused, and on how many keys. */
+  would_refuse: Interval
+  keys_refused: number
+}
+
+export interface TuneReport {
+  from: string
+  to: string
+  days: number
+  timezone: string
+  series_read: number
+  /** The store held more key-days than one report reads: the figures are of those read. */
+  partial: boolean
+  sections: SectionReport[]
+  monthly: TeamReport[]
+  suggestions: Suggestion[]
+}
+
+export interface TuneInput {
+  running: Snapshot
+  candidate: Snapshot
+  store: ShapeStore
+  days: number
+  nowMs: number
+  /** A team's admitted calls per day of a month before the range (the ledger), if known. */
+  ledgerDays?: (team: string, month: string) => Promise<Map<string, number>>
+  /** Every key's figures in each window's section (tests; `?keys=all`). */
+  detail?: boolean
+}
+
+const ratesText = (r: readonly Window[] | undefined): string =>
+  r === undefined || r.length === 0
+    ? 'unlimited'
+    : r.map((w) => `${w.limit}/${unitOf(w.windowMs)}`).join(', ')
+
+function unitOf(ms: number): string {
+  const units: [number, string][] = [
+    [86_400_000, 'day'],
+    [3_600_000, 'hour'],
+    [60_000, 'min'],
+    [1000, 's'],
+  ]
+  for (const [u, name] of units) if (ms % u === 0) return ms === u ? name : `${ms / u}${name[0]}`
+  return `${ms}ms`
+}
+
+const windowsOf = (r: RateList): Window[] =>
+  r.map((x) => ({ limit: x.limit, windowMs: x.windowMs }))
+const sameWindows = (a: readonly Window[] | undefined, b: readonly Window[] | undefined) =>
+  ratesText(a) === ratesText(b)
+
+/** One snapshot's windows of a key: section id → its windows and the families they count. */
+type KeySections = Map<string, { windows: Window[]; families: Set<string> }>
+
+function sectionsOf(
+  snap: Snapshot,
+  key: string,
+  families: Iterable<string>,
+  nowMs: number
+): KeySections {
+  const out: KeySections = new Map()
+  const add = (id: string, windows: Window[], family: string) => {
+    if (windows.length === 0) return
+    let s = out.get(id)
+    if (s === undefined) out.set(id, (s = { windows, families: new Set() }))
+    s.families.add(family)
+  }
+  const isIp = key.startsWith('ip:')
+  const ipKey = isIp ? key.slice(3) : '192.0.2.1'
+  const uuid = isIp ? null : key.slice(5)
+  for (const family of families) {
+    if (family === CEILING) {
+      if (isIp) add('ip_ceiling', windowsOf(snap.config.rateLimits.ipCeiling), family)
+      continue
+    }
+    const { method, path } = callOfFamily(family, uuid)
+    const c = snap.classifier.classify(method, path, ipKey, nowMs, ipKey)
+    const byId = new Map<string, Window[]>()
+    for (const ch of c.charges as Charge[]) {
+      if (ch.kind === 'monthly') continue
+      let id: string | null = null
+      if (ch.kind === 'class') id = `class:${c.cls}`
+      else if (ch.kind === 'rule' && !ch.dryRun) id = `rule:${ch.rule}`
+      else if (ch.kind === 'ip_ceiling' && isIp) id = 'ip_ceiling'
+      if (id === null) continue
+      const list = byId.get(id) ?? []
+      list.push({ limit: ch.limit, windowMs: ch.windowMs })
+      byId.set(id, list)
+    }
+    for (const [id, w] of byId) add(id, w, family)
+  }
+  return out
+}
+
+/** The days of the range, oldest first: their ids and when each starts. */
+export function rangeDays(nowMs: number, days: number, timeZone: string) {
+  const out: { id: string; startMs: number }[] = []
+  let d = dayBounds(nowMs, timeZone)
+  for (let i = 0; i < days; i++) {
+    out.unshift({ id: d.id, startMs: d.startMs })
+    d = dayBounds(d.startMs - 1, timeZone)
+  }
+  return out
+}
+
+/** Each day's busiest aligned minute (bins coarser than a minute: their whole count, an upper bound). */
+function busiestMinutes(t: Timeline, dayStarts: readonly number[]): number[] {
+  const byDay = new Map<number, number>()
+  let minute = -1
+  let sum = 0
+  let day = 0
+  const close = () => {
+    if (minute >= 0) byDay.set(day, Math.max(byDay.get(day) ?? 0, sum))
+  }
+  for (let i = 0; i < t.counts.length; i++) {
+    const m = Math.floor(t.starts[i]! / 60_000)
+    if (m !== minute) {
+      close()
+      minute = m
+      sum = 0
+      let k = 0
+      while (k + 1 < dayStarts.length && dayStarts[k + 1]! <= t.starts[i]!) k++
+      day = k
+    }
+    sum += t.counts[i]!
+  }
+  close()
+  return [...byDay.values()]
+}
+
+const quantile = (sorted: readonly number[], q: number): number =>
+  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!
+
+const add = (a: Interval, b: Bounds): void => {
+  a.lo += b.lo
+  a.hi += b.hi
+}
+const mid = (b: Interval) => (b.lo + b.hi) / 2
+
+interface SectionAcc {
+  id: string
+  running?: Window[]
+  candidate?: Window[]
+  changed: boolean
+  keys: number
+  calls: number
+  refusedRecorded: number
+  running_refused: Interval
+  candidate_refused: Interval
+  moves: KeyMove[]
+  all: KeyMove[]
+  /** For the suggestion: each key-day's busiest minute, and each key's busiest. */
+  minutes: number[]
+  keyBusiest: Map<string, number>
+}
+
+type Day = { id: string; startMs: number }
+/** A key's days of one family. */
+type KeyShapes = Map<string, { startMs: number; day: string; shape: ShapeDay }[]>
+type TeamDays = Record<'running' | 'candidate', Map<string, Map<string, number>>>
+
+/** The key-days of the range, by key (at most MAX_SERIES_READ). */
+async function indexRange(store: ShapeStore, days: readonly Day[]) {
+  const byKey = new Map<string, Map<string, string[]>>()
+  let read = 0
+  let partial = false
+  for (const d of days) {
+    const { series, more } = await store.seriesOf(d.id, MAX_SERIES_READ - read)
+    if (more) partial = true
+    read += series.length
+    for (const sid of series) {
+      const { key, family } = splitSeries(sid)
+      let k = byKey.get(key)
+      if (k === undefined) byKey.set(key, (k = new Map()))
+      const list = k.get(d.id) ?? []
+      list.push(family)
+      k.set(d.id, list)
+    }
+  }
+  return { byKey, read, partial }
+}
+
+/** One key's shapes over the range, by family. */
+async function readKey(
+  store: ShapeStore,
+  key: string,
+  perDay: Map<string, string[]>,
+  days: readonly Day[]
+): Promise<KeyShapes> {
+  const shapes: KeyShapes = new Map()
+  for (const d of days) {
+    const fams = perDay.get(d.id)
+    if (fams === undefined) continue
+    const got = await store.read(
+      d.id,
+      fams.map((f) => `${key}\t${f}`)
+    )
+    for (const [sid, shape] of got) {
+      const family = splitSeries(sid).family
+      const list = shapes.get(family) ?? []
+      list.push({ startMs: d.startMs, day: d.id, shape })
+      shapes.set(family, list)
+    }
+  }
+  return shapes
+}
+
+/** The timeline of some of a key's families (every day of the range). */
+function timelineFor(shapes: KeyShapes, families: Iterable<string>): Timeline {
+  const perDayParts = new Map<number, ShapeDay[]>()
+  for (const f of families) {
+    for (const s of shapes.get(f) ?? []) {
+      const parts = perDayParts.get(s.startMs) ?? []
+      parts.push(s.shape)
+      perDayParts.set(s.startMs, parts)
+    }
+  }
+  return timelineOf([...perDayParts].map(([startMs, parts]) => ({ startMs, parts })))
+}
+
+function newSection(id: string): SectionAcc {
+  return {
+    id,
+    changed: false,
+    keys: 0,
+    calls: 0,
+    refusedRecorded: 0,
+    running_refused: { lo: 0, hi: 0 },
+    candidate_refused: { lo: 0, hi: 0 },
+    moves: [],
+    all: [],
+    minutes: [],
+    keyBusiest: new Map(),
+  }
+}
+
+/** One key judged under both files, into each section that counts it. */
+function judgeKey(
+  input: TuneInput,
+  key: string,
+  shapes: KeyShapes,
+  sectionAt: (id: string) => SectionAcc,
+  dayStarts: readonly number[]
+): void {
+  const { running, candidate, nowMs } = input
+  const inRunning = sectionsOf(running, key, shapes.keys(), nowMs)
+  const inCandidate = sectionsOf(candidate, key, shapes.keys(), nowMs)
+  const team = (snap: Snapshot) =>
+    key.startsWith('base:') ? (snap.teamOfBase.get(key.slice(5))?.id ?? null) : null
+  for (const id of new Set([...inRunning.keys(), ...inCandidate.keys()])) {
+    const r = inRunning.get(id)
+    const c = inCandidate.get(id)
+    const fams = new Set([...(r?.families ?? []), ...(c?.families ?? [])])
+    const acc = sectionAt(id)
+    acc.running ??= r?.windows
+    acc.candidate ??= c?.windows
+    const sameFamilies =
+      r !== undefined &&
+      c !== undefined &&
+      r.families.size === c.families.size &&
+      [...r.families].every((f) => c.families.has(f))
+    if (!sameWindows(r?.windows, c?.windows) || !sameFamilies) acc.changed = true
+    acc.keys++
+    acc.calls += timelineFor(shapes, fams).total
+    for (const f of fams)
+      for (const s of shapes.get(f) ?? [])
+        acc.refusedRecorded += s.shape.refusedRate + s.shape.refusedMonthly
+    const rb = r === undefined ? NONE : refusals(timelineFor(shapes, r.families), r.windows)
+    const cb = c === undefined ? NONE : refusals(timelineFor(shapes, c.families), c.windows)
+    add(acc.running_refused, rb)
+    add(acc.candidate_refused, cb)
+    const move: KeyMove = {
+      key,
+      team: team(candidate) ?? team(running),
+      calls: timelineFor(shapes, fams).total,
+      running: rb,
+      candidate: cb,
+    }
+    if (mid(cb) !== mid(rb)) acc.moves.push(move)
+    if (input.detail === true) acc.all.push(move)
+    if (r !== undefined) {
+      const m = busiestMinutes(timelineFor(shapes, r.families), dayStarts)
+      acc.minutes.push(...m)
+      acc.keyBusiest.set(key, Math.max(0, ...m))
+    }
+  }
+}
+
+const NONE: Bounds = { lo: 0, hi: 0 }
+
+/** SPEC §5 under each file: the calls a base's month would count (not refused by a rate), by day. */
+function countTeamDays(input: TuneInput, key: string, shapes: KeyShapes, teamDays: TeamDays): void {
+  if (!key.startsWith('base:')) return
+  const uuid = key.slice(5)
+  for (const which of ['running', 'candidate'] as const) {
+    const snap = input[which]
+    const perDayCalls = new Map<string, number>()
+    for (const [family, list] of shapes) {
+      if (family === CEILING) continue
+      const { method, path } = callOfFamily(family, uuid)
+      const cls = snap.classifier.classify(method, path, '192.0.2.1', input.nowMs).cls
+      if (cls !== 'base' && cls !== 'account') continue
+      for (const s of list) {
+        const n = s.shape.total - s.shape.refusedRate
+        perDayCalls.set(s.day, (perDayCalls.get(s.day) ?? 0) + n)
+      }
+    }
+    teamDays[which].set(uuid, perDayCalls)
+  }
+}
+
+function sectionReport(s: SectionAcc, detail: boolean): SectionReport {
+  const delta = (m: KeyMove) => mid(m.candidate) - mid(m.running)
+  const sorted = [...s.moves].sort((a, b) => delta(b) - delta(a))
+  return {
+    id: s.id,
+    running: ratesText(s.running),
+    candidate: ratesText(s.candidate),
+    keys: s.keys,
+    calls: s.calls,
+    refused_recorded: s.refusedRecorded,
+    running_refused: s.running_refused,
+    candidate_refused: s.candidate_refused,
+    more_refused: sorted.filter((m) => delta(m) > 0).slice(0, MOVERS),
+    fewer_refused: sorted
+      .filter((m) => delta(m) < 0)
+      .reverse()
+      .slice(0, MOVERS),
+    ...(detail ? { key_detail: s.all } : {}),
+  }
+}
+
+export async function tuneReport(input: TuneInput): Promise<TuneReport> {
+  const timeZone = input.running.config.monthly.timezone
+  const days = rangeDays(input.nowMs, input.days, timeZone)
+  const dayStarts = days.map((d) => d.startMs)
+  const { byKey, read, partial } = await indexRange(input.store, days)
+  const sections = new Map<string, SectionAcc>()
+  const sectionAt = (id: string): SectionAcc => {
+    let s = sections.get(id)
+    if (s === undefined) sections.set(id, (s = newSection(id)))
+    return s
+  }
+  const teamDays: TeamDays = { running: new Map(), candidate: new Map() }
+  for (const [key, perDay] of byKey) {
+    const shapes = await readKey(input.store, key, perDay, days)
+    judgeKey(input, key, shapes, sectionAt, dayStarts)
+    countTeamDays(input, key, shapes, teamDays)
+  }
+  const out: SectionReport[] = []
+  const suggestions: Suggestion[] = []
+  for (const s of [...sections.values()].sort((a, b) => a.id.localeCompare(b.id))) {
+    if (s.changed) out.push(sectionReport(s, input.detail === true))
+    if (s.running !== undefined && s.minutes.length > 0)
+      suggestions.push(await suggest(s, input, days, byKey))
+  }
+  return {
+    from: days[0]!.id,
+    to: days.at(-1)!.id,
+    days: days.length,
+    timezone: timeZone,
+    series_read: read,
+    partial,
+    sections: out,
+    monthly: await monthlyOf(input, days, teamDays),
+    suggestions,
+  }
+}
+
+/**
+ * A section's suggestion: the 99th percentile of its key-days' busiest minutes as N/min, and
+ * what that limit alone would have refused (only keys whose busiest minute passed half of it
+ * can be refused by a 1-minute window: they are read again).
+ */
+async function suggest(
+  s: SectionAcc,
+  input: TuneInput,
+  days: readonly Day[],
+  byKey: Map<string, Map<string, string[]>>
+): Promise<Suggestion> {
+  const { running, nowMs } = input
+  const sorted = [...s.minutes].sort((a, b) => a - b)
+  const keyMax = [...s.keyBusiest.values()].sort((a, b) => a - b)
+  const n = Math.max(1, quantile(sorted, 0.99))
+  const window: Window = { limit: n, windowMs: 60_000 }
+  const refused: Interval = { lo: 0, hi: 0 }
+  let keysRefused = 0
+  for (const [key, busiest] of s.keyBusiest) {
+    if (busiest * 2 <= n) continue
+    const perDay = byKey.get(key)!
+    const parts: { startMs: number; parts: ShapeDay[] }[] = []
+    const families = new Set<string>()
+    for (const d of days) for (const f of perDay.get(d.id) ?? []) families.add(f)
+    const counted = sectionsOf(running, key, families, nowMs).get(s.id)?.families ?? new Set()
+    for (const d of days) {
+      const fams = (perDay.get(d.id) ?? []).filter((f) => counted.has(f))
+      if (fams.length === 0) continue
+      const got = await input.store.read(
+        d.id,
+        fams.map((f) => `${key}\t${f}`)
+      )
+      parts.push({ startMs: d.startMs, parts: [...got.values()] })
+    }
+    const b = refusals(timelineOf(parts), [window])
+    add(refused, b)
+    if (b.hi > 0) keysRefused++
+  }
+  return {
+    id: s.id,
+    limit: ratesText(s.running),
+    keys: s.keyBusiest.size,
+    busiest_minute: {
+      p50: quantile(keyMax, 0.5),
+      p90: quantile(keyMax, 0.9),
+      p99: quantile(keyMax, 0.99),
+      max: keyMax.at(-1) ?? 0,
+    },
+    suggested: `${n}/min`,
+    would_refuse: refused,
+    keys_refused: keysRefused,
+  }
+}
+
+/** SPEC §11 monthly: for each team whose quota or bases differ, the day each month runs out. */
+async function monthlyOf(
+  input: TuneInput,
+  days: readonly Day[],
+  teamDays: TeamDays
+): Promise<TeamReport[]> {
+  const { running, candidate } = input
+  const quotaIn = (snap: Snapshot, id: string) => {
+    if (!snap.config.monthly.enabled) return null
+    return snap.teams.find((t) => t.id === id)?.quota ?? null
+  }
+  const basesIn = (snap: Snapshot, id: string) =>
+    [...(snap.teams.find((t) => t.id === id)?.bases ?? [])].sort().join(',')
+  const ids = new Set([...running.teams.map((t) => t.id), ...candidate.teams.map((t) => t.id)])
+  const out: TeamReport[] = []
+  for (const id of [...ids].sort()) {
+    const rq = quotaIn(running, id)
+    const cq = quotaIn(candidate, id)
+    if (rq === cq && basesIn(running, id) === basesIn(candidate, id)) continue
+    const callsOn = (which: 'running' | 'candidate', snap: Snapshot) => {
+      const perDay = new Map<string, number>()
+      for (const b of snap.teams.find((t) => t.id === id)?.bases ?? [])
+        for (const [d, n] of teamDays[which].get(b) ?? []) perDay.set(d, (perDay.get(d) ?? 0) + n)
+      return perDay
+    }
+    const rc = callsOn('running', running)
+    const cc = callsOn('candidate', candidate)
+    const months: TeamMonth[] = []
+    for (const month of [...new Set(days.map((d) => d.id.slice(0, 7)))]) {
+      const inMonth = days.filter((d) => d.id.startsWith(month))
+      // Days of the month before the range: what the ledger counted (the running file's).
+      let before = 0
+      if (!inMonth[0]!.id.endsWith('-01') && input.ledgerDays !== undefined) {
+        const ledger = await input.ledgerDays(id, month).catch(() => new Map<string, number>())
+        for (const [dd, n] of ledger) if (`${month}-${dd}` < inMonth[0]!.id) before += n
+      }
+      const runsOut = (perDay: Map<string, number>, quota: number | null) => {
+        if (quota === null) return null
+        let sum = before
+        for (const d of inMonth) {
+          sum += perDay.get(d.id) ?? 0
+          if (sum >= quota) return d.id
+        }
+        return null
+      }
+      months.push({
+        month,
+        calls: before + inMonth.reduce((a, d) => a + (cc.get(d.id) ?? 0), 0),
+        running_runs_out: runsOut(rc, rq),
+        candidate_runs_out: runsOut(cc, cq),
+      })
+    }
+    out.push({ team: id, running_quota: rq, candidate_quota: cq, months })
+  }
+  return out
+}

@@ -1,0 +1,239 @@
+import { readFileSync } from 'node:fs'
+import { Cluster, type Redis } from 'ioredis'
+import { keys } from '../limiter/keys.js'
+import { StoreError } from '../limiter/store-error.js'
+import { daysBetween } from '../quota/month.js'
+import type { BatchId } from '../types.js'
+import { addToHour, decodeHour, KEEP_DAYS, type ShapeDay } from './shape.js'
+
+// SPEC §11: where the key-days' shapes live. In Redis, one hash per key, family and day (one
+// script per write: shape-add.lua), and per day an index of the key-days written (16 shards),
+// kept KEEP_DAYS days after their day. In memory (no store configured), the same, bounded.
+
+/** What one process gathered for one key-day between writes (bins of the day: 5 s each). */
+export interface SeriesDay {
+  total: number
+  refusedRate: number
+  refusedMonthly: number
+  /** Hour of the day → its 5-second bin → calls. */
+  hours: Map<number, Map<number, number>>
+}
+
+/** One write: day → `<key>\t<family>` → what it gathered; with when the day ends. */
+export type ShapeBatch = Map<string, { dayEndMs: number; series: Map<string, SeriesDay> }>
+
+export interface ShapeStore {
+  add(batch: ShapeBatch, id: BatchId): Promise<void>
+  /** The key-days of a day (`<key>\t<family>`), at most `max` (more: `more` is true). */
+  seriesOf(day: string, max: number): Promise<{ series: string[]; more: boolean }>
+  /** Key-days of one key's families on one day, decoded (absent: not in the answer). */
+  read(day: string, series: readonly string[]): Promise<Map<string, ShapeDay>>
+}
+
+const DAY_MS = 86_400_000
+/** The in-memory store's bound on key-days. */
+export const MEMORY_SERIES_DAYS = 200_000
+
+export const seriesId = (key: string, family: string): string => `${key}\t${family}`
+
+export function splitSeries(id: string): { key: string; family: string } {
+  const tab = id.indexOf('\t')
+  return { key: id.slice(0, tab), family: id.slice(tab + 1) }
+}
+
+/** The index shard of a key-day: its key's first hex digit after a cheap hash. */
+function shardOf(id: string): string {
+  let h = 2166136261
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619)
+  return ((h >>> 0) % 16).toString(16)
+}
+
+export class MemoryShapeStore implements ShapeStore {
+  /** `<day>\n<series>` → its shape; a Map keeps write order, so the first entry is the stalest. */
+  private readonly days = new Map<string, ShapeDay>()
+  private readonly seen = new Map<string, number>()
+
+  constructor(private readonly maxSeriesDays = MEMORY_SERIES_DAYS) {}
+
+  async add(batch: ShapeBatch, id: BatchId): Promise<void> {
+    if ((this.seen.get(id.instance) ?? 0) >= id.seq) return
+    this.seen.set(id.instance, id.seq)
+    for (const [day, { series }] of batch) {
+      for (const [sid, s] of series) {
+        const k = `${day}\n${sid}`
+        let kept = this.days.get(k)
+        if (kept === undefined) {
+          kept = { total: 0, refusedRate: 0, refusedMonthly: 0, hours: new Map() }
+          if (this.days.size >= this.maxSeriesDays) this.forgetStalest()
+        } else this.days.delete(k)
+        this.days.set(k, kept)
+        kept.total += s.total
+        kept.refusedRate += s.refusedRate
+        kept.refusedMonthly += s.refusedMonthly
+        for (const [hour, bins] of s.hours)
+          kept.hours.set(hour, addToHour(kept.hours.get(hour) ?? null, bins))
+      }
+      for (const k of this.days.keys()) {
+        if (daysBetween(k.slice(0, 10), day) > KEEP_DAYS) this.days.delete(k)
+        else break
+      }
+    }
+  }
+
+  private forgetStalest(): void {
+    const stalest = this.days.keys().next().value
+    if (stalest !== undefined) this.days.delete(stalest)
+  }
+
+  async seriesOf(day: string, max: number): Promise<{ series: string[]; more: boolean }> {
+    const out: string[] = []
+    const prefix = `${day}\n`
+    for (const k of this.days.keys()) {
+      if (!k.startsWith(prefix)) continue
+      if (out.length === max) return { series: out, more: true }
+      out.push(k.slice(prefix.length))
+    }
+    return { series: out, more: false }
+  }
+
+  async read(day: string, series: readonly string[]): Promise<Map<string, ShapeDay>> {
+    const out = new Map<string, ShapeDay>()
+    for (const s of series) {
+      const d = this.days.get(`${day}\n${s}`)
+      if (d !== undefined) out.set(s, d)
+    }
+    return out
+  }
+}
+
+const SHAPE_ADD = readFileSync(new URL('../limiter/lua/shape-add.lua', import.meta.url), 'utf8')
+type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
+/** Key-days written per pipeline. */
+const CHUNK = 500
+
+export class RedisShapeStore implements ShapeStore {
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly prefix: string
+  ) {
+    client.defineCommand('basegateShapeAdd', { lua: SHAPE_ADD })
+  }
+
+  private key(sid: string, day: string): string {
+    const { key, family } = splitSeries(sid)
+    return this.prefix + keys.shape(key, day, family)
+  }
+
+  async add(batch: ShapeBatch, id: BatchId): Promise<void> {
+    const writes: {
+      key: string
+      args: (string | number)[]
+      index: string
+      sid: string
+      expireAtMs: number
+    }[] = []
+    for (const [day, { dayEndMs, series }] of batch) {
+      const expireAtMs = dayEndMs + KEEP_DAYS * DAY_MS
+      for (const [sid, s] of series) {
+        const args: (string | number)[] = [
+          id.instance,
+          id.seq,
+          expireAtMs,
+          s.total,
+          s.refusedRate,
+          s.refusedMonthly,
+        ]
+        for (const [hour, bins] of s.hours) {
+          args.push(hour, bins.size)
+          for (const [bin, n] of bins) args.push(bin, n)
+        }
+        writes.push({
+          key: this.key(sid, day),
+          args,
+          index: this.prefix + keys.shapeIndex(day, shardOf(sid)),
+          sid,
+          expireAtMs,
+        })
+      }
+    }
+    for (let i = 0; i < writes.length; i += CHUNK) await this.write(writes.slice(i, i + CHUNK))
+  }
+
+  private async write(
+    piece: {
+      key: string
+      args: (string | number)[]
+      index: string
+      sid: string
+      expireAtMs: number
+    }[]
+  ): Promise<void> {
+    const shards = new Map<string, { members: string[]; expireAtMs: number }>()
+    for (const w of piece) {
+      const s = shards.get(w.index)
+      if (s === undefined) shards.set(w.index, { members: [w.sid], expireAtMs: w.expireAtMs })
+      else s.members.push(w.sid)
+    }
+    const c = this.client as unknown as Record<string, AddCommand>
+    if (this.client instanceof Cluster) {
+      const cluster = this.client
+      await Promise.all([
+        ...piece.map((w) => c['basegateShapeAdd']!(1, w.key, ...w.args)),
+        ...[...shards].map(([k, s]) =>
+          cluster
+            .multi()
+            .sadd(k, ...s.members)
+            .pexpireat(k, s.expireAtMs)
+            .exec()
+        ),
+      ])
+      return
+    }
+    const p = this.client.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> &
+      ReturnType<Redis['pipeline']>
+    for (const w of piece) p['basegateShapeAdd']!(1, w.key, ...w.args)
+    for (const [k, s] of shards) p.sadd(k, ...s.members).pexpireat(k, s.expireAtMs)
+    const results = (await p.exec()) ?? []
+    const failed = results.find(([err]) => err !== null)
+    if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
+    if (results.length < piece.length + 2 * shards.size)
+      throw new StoreError('redis: the pipeline was cut short')
+  }
+
+  async seriesOf(day: string, max: number): Promise<{ series: string[]; more: boolean }> {
+    const out: string[] = []
+    for (let s = 0; s < 16; s++) {
+      const key = this.prefix + keys.shapeIndex(day, s.toString(16))
+      let cursor = '0'
+      do {
+        const [next, found] = await this.client.sscan(key, cursor, 'COUNT', 1000)
+        cursor = next
+        for (const f of found) {
+          if (out.length === max) return { series: out, more: true }
+          out.push(f)
+        }
+      } while (cursor !== '0')
+    }
+    return { series: out, more: false }
+  }
+
+  async read(day: string, series: readonly string[]): Promise<Map<string, ShapeDay>> {
+    const hashes = await Promise.all(series.map((s) => this.client.hgetallBuffer(this.key(s, day))))
+    const out = new Map<string, ShapeDay>()
+    series.forEach((s, i) => {
+      const h = hashes[i]!
+      const t = h['t']
+      if (t === undefined) return
+      const d: ShapeDay = {
+        total: Number(t.toString()),
+        refusedRate: Number(h['r']?.toString() ?? 0),
+        refusedMonthly: Number(h['m']?.toString() ?? 0),
+        hours: new Map(),
+      }
+      for (const [f, v] of Object.entries(h))
+        if (/^h\d\d$/.test(f)) d.hours.set(Number(f.slice(1)), decodeHour(v))
+      out.set(s, d)
+    })
+    return out
+  }
+}

@@ -1,0 +1,223 @@
+import { beforeAll, describe, expect, it } from 'vitest'
+import { parseConfig } from '../../src/config/load.js'
+import { compileSnapshot } from '../../src/http/snapshot.js'
+import { ShapeRecorder } from '../../src/tuning/recorder.js'
+import { tuneReport, type TuneReport } from '../../src/tuning/report.js'
+import { MemoryShapeStore } from '../../src/tuning/shape-store.js'
+import { FakeClock } from '../helpers/clock.js'
+import { gateOf, requestOf } from '../helpers/gate.js'
+import { inProcess } from '../helpers/in-process.js'
+import { BASES, traffic, type Arrival } from './traffic.js'
+
+// SPEC §11 "how right" (issue #43): a synthetic traffic (steady callers on a daily rhythm,
+// bursts, a quiet key, two route families, two days) goes through createGateway in process,
+// whose recorder keeps the shapes; beside it, each candidate replays the same calls through
+// the real limiter (the gate on the memory store, on the fake clock): the true refusals. For
+// every candidate, every key's interval holds the truth and is at most 20 % of its calls wide
+// (or 10 calls).
+
+const START = Date.parse('2026-11-20T00:00:00Z')
+const DAYS = 2
+const TEAMS = `monthly:
+  enabled: true
+  timezone: UTC
+  plans: { big: { calls: 100000000 }, small: { calls: 20000 } }
+  teams:
+    - { id: acme, plan: big, bases: ["${BASES.steady}", "${BASES.bursty}"] }
+    - { id: beta, plan: big, bases: ["${BASES.both}", "${BASES.sqlish}", "${BASES.quiet}"] }`
+const RUNNING = `rate_limits: { base: 15/min }\n${TEAMS}`
+const SQL_RULE = `{ name: sql, path: "/api-gateway/api/v2/dtables/{base_uuid}/sql/", method: POST, limits: 3/min }`
+
+/** Candidate → the section it changes, and a file whose only limit is that section's. */
+const CANDIDATES: { name: string; yaml: string; section: string; alone: string }[] = [
+  {
+    name: 'tighter',
+    yaml: `rate_limits: { base: 10/min }\n${TEAMS}`,
+    section: 'class:base',
+    alone: 'rate_limits: { base: 10/min }',
+  },
+  {
+    name: 'looser',
+    yaml: `rate_limits: { base: 25/min }\n${TEAMS}`,
+    section: 'class:base',
+    alone: 'rate_limits: { base: 25/min }',
+  },
+  {
+    name: 'an hour window',
+    yaml: `rate_limits: { base: 400/hour }\n${TEAMS}`,
+    section: 'class:base',
+    alone: 'rate_limits: { base: 400/hour }',
+  },
+  {
+    name: 'two windows',
+    yaml: `rate_limits: { base: [12/min, 300/hour] }\n${TEAMS}`,
+    section: 'class:base',
+    alone: 'rate_limits: { base: [12/min, 300/hour] }',
+  },
+  {
+    name: 'a rule added',
+    yaml: `rate_limits: { base: 15/min, rules: [ ${SQL_RULE} ] }\n${TEAMS}`,
+    section: 'rule:sql',
+    alone: `rate_limits: { base: unlimited, rules: [ ${SQL_RULE} ] }`,
+  },
+]
+
+const snapshotOf = (yaml: string) => {
+  const r = parseConfig(yaml, {})
+  if (!r.ok) throw new Error(JSON.stringify(r.problems))
+  return compileSnapshot(r.config)
+}
+
+/** The true refusals per key: the calls replayed through the real limiter, `yaml` its only limits. */
+async function truth(calls: readonly Arrival[], yaml: string): Promise<Map<string, number>> {
+  const g = gateOf(yaml, new FakeClock(START))
+  const refused = new Map<string, number>()
+  for (const a of calls) {
+    g.clock.set(a.atMs)
+    const r = await g.gate(requestOf(a.method, a.path, a.ip))
+    if (r.kind === 'refuse' && r.outcome.kind === 'rate_limited') {
+      const key = r.admission!.classification.key
+      refused.set(key, (refused.get(key) ?? 0) + 1)
+    }
+  }
+  return refused
+}
+
+let calls: Arrival[]
+let store: MemoryShapeStore
+
+beforeAll(async () => {
+  calls = traffic(START, DAYS)
+  const clock = new FakeClock(START)
+  store = new MemoryShapeStore()
+  const shapes = new ShapeRecorder(store, { instance: 'a', clock, timezone: () => 'UTC' })
+  const g = inProcess(RUNNING, { clock, deps: { shapes } })
+  for (const a of calls) {
+    clock.set(a.atMs)
+    const body = a.method === 'POST' ? '{"sql":"SELECT * FROM T"}' : undefined
+    await g.call(a.method, a.path, {
+      remote: a.ip,
+      body,
+      headers: body ? { 'content-type': 'application/json' } : {},
+    })
+  }
+  await shapes.flush()
+}, 120_000)
+
+describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
+  it('the traffic is what the test says: five keys, two days, tens of thousands of calls', () => {
+    expect(calls.length).toBeGreaterThan(20_000)
+    expect(new Set(calls.map((c) => c.path.split('/')[5])).size).toBe(5)
+  })
+
+  it.each(CANDIDATES)(
+    '$name: every key’s interval holds the true refusals, at most 20 % of its calls wide',
+    async (c) => {
+      const report = await tuneReport({
+        running: snapshotOf(RUNNING),
+        candidate: snapshotOf(c.yaml),
+        store,
+        days: DAYS,
+        nowMs: START + DAYS * 86_400_000 - 1,
+        detail: true,
+      })
+      const section = report.sections.find((s) => s.id === c.section)!
+      expect(section).toBeDefined()
+      const exact = await truth(calls, c.alone)
+      const keys = section.key_detail!
+      expect(keys.length).toBeGreaterThanOrEqual(c.section === 'rule:sql' ? 1 : 5)
+      let refusedSomewhere = 0
+      for (const k of keys) {
+        const t = exact.get(k.key) ?? 0
+        if (t > 0) refusedSomewhere++
+        expect({ key: k.key, truth: t, lo: k.candidate.lo, hi: k.candidate.hi }).toEqual({
+          key: k.key,
+          truth: t,
+          lo: Math.min(k.candidate.lo, t),
+          hi: Math.max(k.candidate.hi, t),
+        })
+        expect(k.candidate.hi - k.candidate.lo).toBeLessThanOrEqual(Math.max(10, 0.2 * k.calls))
+      }
+      // The candidate bites somewhere: the test is not passed by a traffic nothing refuses.
+      expect(refusedSomewhere).toBeGreaterThan(0)
+      // The section's sum is the keys' sum.
+      expect(section.candidate_refused.lo).toBe(keys.reduce((a, k) => a + k.candidate.lo, 0))
+    }
+  )
+
+  it('a window shorter than 40 s: the interval still holds the truth (wider: 5-second bins)', async () => {
+    const report = await tuneReport({
+      running: snapshotOf(RUNNING),
+      candidate: snapshotOf(`rate_limits: { base: 1/s }\n${TEAMS}`),
+      store,
+      days: DAYS,
+      nowMs: START + DAYS * 86_400_000 - 1,
+      detail: true,
+    })
+    const exact = await truth(calls, 'rate_limits: { base: 1/s }')
+    const keys = report.sections.find((s) => s.id === 'class:base')!.key_detail!
+    for (const k of keys) {
+      const t = exact.get(k.key) ?? 0
+      expect(k.candidate.lo).toBeLessThanOrEqual(t)
+      expect(k.candidate.hi).toBeGreaterThanOrEqual(t)
+    }
+  })
+
+  it('a plan lowered: the day each month runs out is the day the real limiter first refuses for the month', async () => {
+    const lowered = RUNNING.replace(
+      'plan: big, bases: ["' + BASES.steady,
+      'plan: small, bases: ["' + BASES.steady
+    )
+    const report: TuneReport = await tuneReport({
+      running: snapshotOf(RUNNING),
+      candidate: snapshotOf(lowered),
+      store,
+      days: DAYS,
+      nowMs: START + DAYS * 86_400_000 - 1,
+    })
+    const acme = report.monthly.find((t) => t.team === 'acme')!
+    expect(acme).toMatchObject({ running_quota: 100_000_000, candidate_quota: 20_000 })
+    const g = gateOf(lowered, new FakeClock(START))
+    let firstRefusal: string | null = null
+    for (const a of calls) {
+      g.clock.set(a.atMs)
+      const r = await g.gate(requestOf(a.method, a.path, a.ip))
+      if (r.kind === 'refuse' && r.outcome.kind === 'monthly_limited') {
+        firstRefusal = new Date(a.atMs).toISOString().slice(0, 10)
+        break
+      }
+    }
+    expect(firstRefusal).not.toBe(null)
+    expect(acme.months).toEqual([
+      expect.objectContaining({
+        month: '2026-11',
+        running_runs_out: null,
+        candidate_runs_out: firstRefusal,
+      }),
+    ])
+    expect(report.monthly.find((t) => t.team === 'beta')).toBeUndefined()
+  })
+
+  it('suggests a limit from the keys’ busiest minutes, and says what it would refuse', async () => {
+    const report = await tuneReport({
+      running: snapshotOf(RUNNING),
+      candidate: snapshotOf(RUNNING),
+      store,
+      days: DAYS,
+      nowMs: START + DAYS * 86_400_000 - 1,
+    })
+    expect(report.sections).toEqual([])
+    const s = report.suggestions.find((x) => x.id === 'class:base')!
+    expect(s.limit).toBe('15/min')
+    expect(s.keys).toBe(5)
+    const { p50, p90, p99, max } = s.busiest_minute
+    expect(p50).toBeLessThanOrEqual(p90)
+    expect(p90).toBeLessThanOrEqual(p99)
+    expect(p99).toBeLessThanOrEqual(max)
+    // The busiest minute of the bursty key is a burst: above the limit in force.
+    expect(max).toBeGreaterThan(15)
+    const n = Number(s.suggested.split('/')[0])
+    expect(n).toBeGreaterThan(0)
+    expect(s.would_refuse.hi).toBeGreaterThanOrEqual(s.would_refuse.lo)
+  })
+})

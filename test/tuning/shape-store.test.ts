@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest'
+import { parseConfig } from '../../src/config/load.js'
+import { compileSnapshot } from '../../src/http/snapshot.js'
+import { ShapeRecorder } from '../../src/tuning/recorder.js'
+import { tuneReport } from '../../src/tuning/report.js'
+import {
+  addToHour,
+  BINS_PER_HOUR,
+  coarsen,
+  decodeHour,
+  encodeHour,
+  HOUR_CAP,
+  type Hour,
+} from '../../src/tuning/shape.js'
+import { MemoryShapeStore, RedisShapeStore, type ShapeStore } from '../../src/tuning/shape-store.js'
+import { FakeClock } from '../helpers/clock.js'
+import { useRedis } from '../helpers/redis.js'
+import { seeded } from './traffic.js'
+
+// SPEC §11 "what is kept": the hour's encoding, its coarsening, the script that writes it in
+// Redis (the same bytes as the JavaScript's), and instances that add up to one.
+
+const db = useRedis()
+
+const randomBins = (rnd: () => number, n: number, max: number) => {
+  const m = new Map<number, number>()
+  for (let i = 0; i < n; i++) {
+    const b = Math.floor(rnd() * BINS_PER_HOUR)
+    m.set(b, (m.get(b) ?? 0) + 1 + Math.floor(rnd() * max))
+  }
+  return m
+}
+
+describe('an hour of a key-day (tuning/shape.ts)', () => {
+  it('encodes and decodes to the same counts, dense or sparse, whichever is smaller', () => {
+    const rnd = seeded(3)
+    for (const [n, max] of [
+      [0, 1],
+      [3, 1],
+      [50, 3],
+      [720, 200],
+      [2000, 40000],
+    ] as const) {
+      const h = addToHour(null, randomBins(rnd, n, max))
+      const enc = encodeHour(h)
+      expect(decodeHour(enc)).toEqual(h)
+      expect(enc.length).toBeLessThanOrEqual(HOUR_CAP)
+    }
+    // A few calls take a few bytes; a busy hour at most the dense list.
+    expect(encodeHour(addToHour(null, new Map([[5, 1]]))).length).toBeLessThan(6)
+  })
+
+  it('past HOUR_CAP an hour is kept coarser, and the level it ends at does not depend on the order of the adds', () => {
+    const rnd = seeded(9)
+    // A flood: thousands of calls a second in every bin (no real key's hour needs more than 5 s).
+    const parts = Array.from({ length: 8 }, () => randomBins(rnd, 700, 100_000))
+    const inOrder = parts.reduce<Hour | null>((h, p) => addToHour(h, p), null)!
+    const reversed = [...parts].reverse().reduce<Hour | null>((h, p) => addToHour(h, p), null)!
+    expect(inOrder.level).toBeGreaterThan(0)
+    expect(reversed).toEqual(inOrder)
+    const fine = new Uint32Array(BINS_PER_HOUR)
+    for (const p of parts) for (const [b, n] of p) fine[b]! += n
+    expect(inOrder).toEqual(coarsen({ level: 0, counts: fine }, inOrder.level))
+  })
+})
+
+const batchOf = (day: string, sid: string, hours: Map<number, Map<number, number>>) =>
+  new Map([
+    [
+      day,
+      {
+        dayEndMs: Date.parse(`${day}T00:00:00Z`) + 86_400_000,
+        series: new Map([[sid, { total: 0, refusedRate: 0, refusedMonthly: 0, hours }]]),
+      },
+    ],
+  ])
+
+describe('the store of shapes', () => {
+  it('Redis (shape-add.lua) keeps the very hours the JavaScript does, coarsened alike, once per batch id', async () => {
+    const redis = new RedisShapeStore(db.client(), `${db.redis.prefix}lua:`)
+    const memory = new MemoryShapeStore()
+    const rnd = seeded(11)
+    const sid = 'base:0a000000000000000000000000000001\tGET /api-gateway/api/v2/dtables/<u>/rows/'
+    for (let seq = 1; seq <= 8; seq++) {
+      const hours = new Map([
+        [9, randomBins(rnd, 700, seq > 4 ? 100_000 : 5)],
+        [23, randomBins(rnd, 3, 2)],
+      ])
+      const b = batchOf('2026-11-20', sid, hours)
+      await redis.add(b, { instance: 'p', seq })
+      await memory.add(b, { instance: 'p', seq })
+    }
+    // A batch written again (it timed out but landed) changes nothing.
+    await redis.add(batchOf('2026-11-20', sid, new Map([[9, new Map([[0, 5]])]])), {
+      instance: 'p',
+      seq: 8,
+    })
+    const fromRedis = (await redis.read('2026-11-20', [sid])).get(sid)!
+    const fromMemory = (await memory.read('2026-11-20', [sid])).get(sid)!
+    expect(fromRedis.hours.get(9)!.level).toBeGreaterThan(0)
+    expect(fromRedis).toEqual(fromMemory)
+    expect((await redis.seriesOf('2026-11-20', 10)).series).toEqual([sid])
+  })
+
+  it('the same calls through two instances give the same report as through one', async () => {
+    const yaml = (base: string) => `rate_limits: { base: ${base} }`
+    const snap = (y: string) => {
+      const r = parseConfig(y, {})
+      if (!r.ok) throw new Error('config')
+      return compileSnapshot(r.config)
+    }
+    const START = Date.parse('2026-11-20T08:00:00Z')
+    const rnd = seeded(5)
+    const calls = Array.from({ length: 6000 }, (_, i) => ({
+      at: START + Math.floor(rnd() * 6 * 3_600_000),
+      key: `base:0a00000000000000000000000000000${i % 3}`,
+      family:
+        i % 5 === 0
+          ? 'POST /api-gateway/api/v2/dtables/<u>/sql/'
+          : 'GET /api-gateway/api/v2/dtables/<u>/rows/',
+    })).sort((a, b) => a.at - b.at)
+    const clock = new FakeClock(START)
+    const stores: ShapeStore[] = [
+      new RedisShapeStore(db.client(), `${db.redis.prefix}one:`),
+      new RedisShapeStore(db.client(), `${db.redis.prefix}two:`),
+    ]
+    const one = new ShapeRecorder(stores[0]!, { instance: 'solo', clock, timezone: () => 'UTC' })
+    const a = new ShapeRecorder(stores[1]!, { instance: 'a', clock, timezone: () => 'UTC' })
+    const b = new ShapeRecorder(stores[1]!, { instance: 'b', clock, timezone: () => 'UTC' })
+    for (const [i, c] of calls.entries()) {
+      one.record(c.key, c.family, c.at, null)
+      ;(i % 2 === 0 ? a : b).record(c.key, c.family, c.at, null)
+      // Each writes on its own rhythm: the two instances' batches interleave.
+      if (i % 700 === 0) await a.flush()
+      if (i % 1100 === 0) await b.flush()
+      if (i % 900 === 0) await one.flush()
+    }
+    await Promise.all([one.flush(), a.flush(), b.flush()])
+    const reportOf = (store: ShapeStore) =>
+      tuneReport({
+        running: snap(yaml('30/min')),
+        candidate: snap(yaml('12/min')),
+        store,
+        days: 1,
+        nowMs: START + 12 * 3_600_000,
+        detail: true,
+      })
+    const solo = await reportOf(stores[0]!)
+    const pair = await reportOf(stores[1]!)
+    expect(pair).toEqual(solo)
+    expect(solo.sections[0]!.calls).toBe(6000)
+    expect(solo.sections[0]!.candidate_refused.hi).toBeGreaterThan(0)
+  })
+})
