@@ -4,11 +4,13 @@ import { parseFlags } from './config/flags.js'
 import type { Cli } from './process/runtime.js'
 import { version } from './version.js'
 import { runUpgradeReport } from './process/upgrade-report.js'
+import { runTuneReport } from './process/tune-report.js'
 import { runDemoUpstream } from './demo-upstream.js'
 import type { ConfigProblem } from './types.js'
 
 const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream URL] [--redis URL]
        basegate upgrade-report --to VERSION [--from VERSION] [--config FILE]
+       basegate tune-report --config CANDIDATE [--days N] [--json] [--running FILE]
        basegate demo-upstream [--port 8000]
        basegate --version
   check           validate the configuration (with the flags and environment applied), print
@@ -20,7 +22,10 @@ const USAGE = `usage: basegate [check] [--config FILE] [--port N] [--upstream UR
   --version       print basegate's version
   demo-upstream   a stand-in server with SeaTable-shaped answers, for a first try
   upgrade-report  the calls of the last 35 days that upgrading the server to --to would break
-                  (from the running instance's admin API, else the shared store)`
+                  (from the running instance's admin API, else the shared store)
+  tune-report     what the candidate file would have refused of the last --days days (7; at
+                  most 35), whom it would hit, each team's run-out day, and suggested limits
+                  (the running instance judges it; else the shared store, with --running FILE)`
 
 /** `basegate check`: exit 0 when the configuration is valid, else 2 with one line per problem. */
 async function check(cli: Cli): Promise<never> {
@@ -51,6 +56,9 @@ export async function parseCli(
         version: { type: 'boolean' },
         to: { type: 'string' },
         from: { type: 'string' },
+        days: { type: 'string' },
+        json: { type: 'boolean' },
+        running: { type: 'string' },
       },
       allowPositionals: true,
       strict: true,
@@ -73,6 +81,14 @@ export async function parseCli(
     runDemoUpstream(args.port === undefined ? 8000 : Number(args.port))
     return null
   }
+  if (command === 'tune-report')
+    return runTuneReport({
+      candidateFile: args.config,
+      runningFile: args.running ?? process.env.BASEGATE_CONFIG ?? './limits.yaml',
+      days: args.days,
+      json: args.json === true,
+      env: process.env,
+    })
   if (command !== undefined && command !== 'check' && command !== 'upgrade-report') {
     process.stderr.write(`unknown command ${JSON.stringify(command)}\n${USAGE}\n`)
     process.exit(2)

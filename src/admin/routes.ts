@@ -18,6 +18,8 @@ import { probeRoutes } from './probes.js'
 import { creditRoutes, refreshMonthlyGauges, teamRoutes } from './teams.js'
 import { usageRoutes } from './usage.js'
 import { usageHistoryRoutes } from './usage-history.js'
+import { createTuningSummary, tuningRoutes } from './tuning.js'
+import { MemoryShapeStore, type ShapeStore } from '../tuning/shape-store.js'
 import { MemoryUsageStore, type UsageStore } from '../usage/store.js'
 import { overrideRoutes } from './overrides.js'
 
@@ -57,6 +59,8 @@ export interface AdminDeps {
   status?: { counts: () => Promise<StatusCounts>; version: string; startedMs: number }
   /** SPEC §5: calls per day (the shared store's), and this instance's last interval written first. */
   usage?: UsageStore
+  /** SPEC §11: how keys' calls fell in time (the shared store's). */
+  shapes?: ShapeStore
   flushUsage?: () => Promise<void>
   /** Admin actions that change counts log a line (a credit). */
   logger?: Logger
@@ -73,7 +77,14 @@ function statusRoute(
   clock: Clock
 ): void {
   if (deps.status === undefined) return
+  const tuning = createTuningSummary({
+    holder: deps.holder,
+    shapes: deps.shapes ?? new MemoryShapeStore(),
+    now,
+    flush: deps.flushUsage ?? (async () => {}),
+  })
   statusRoutes(app, {
+    tuning,
     ...deps.status,
     holder: deps.holder,
     store: deps.store,
@@ -120,6 +131,29 @@ function guards(app: Hono, holder: ConfigHolder): void {
   )
 }
 
+/** SPEC §5, §10, §11: teams and credits, usage and its history, overrides, tuning. */
+function dataRoutes(app: Hono, deps: AdminDeps, now: () => number): void {
+  const { holder, store } = deps
+  teamRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
+  creditRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
+  usageRoutes(app, { holder, store, now })
+  usageHistoryRoutes(app, {
+    holder,
+    store,
+    usage: deps.usage ?? NO_USAGE,
+    now,
+    flush: deps.flushUsage ?? (async () => {}),
+  })
+  overrideRoutes(app, { holder, changes: deps.changes })
+  tuningRoutes(app, {
+    holder,
+    store,
+    shapes: deps.shapes ?? new MemoryShapeStore(),
+    now,
+    flush: deps.flushUsage ?? (async () => {}),
+  })
+}
+
 export function createAdminApp(deps: AdminDeps): Hono {
   const { holder, store, metrics } = deps
   const clock = deps.clock
@@ -138,17 +172,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
     beforeScrape: () =>
       refreshMonthlyGauges({ holder, store, changes: deps.changes, now }, metrics),
   })
-  teamRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
-  creditRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
-  usageRoutes(app, { holder, store, now })
-  usageHistoryRoutes(app, {
-    holder,
-    store,
-    usage: deps.usage ?? NO_USAGE,
-    now,
-    flush: deps.flushUsage ?? (async () => {}),
-  })
-  overrideRoutes(app, { holder, changes: deps.changes })
+  dataRoutes(app, deps, now)
   const history = deps.history ?? {
     serverVersion: () => null,
     report: new MemoryReportStore(),

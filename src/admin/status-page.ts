@@ -32,6 +32,7 @@ export const STATUS_CSS = `  body { font: 14px/1.4 system-ui, sans-serif; margin
   #history-form { display: flex; flex-wrap: wrap; gap: .4em; } #history-base { flex: 1 1 16em; min-width: 0; max-width: 100%; box-sizing: border-box; }
   @media (min-width: 1000px) { .wide { grid-column: span 2; } }
   @media (max-width: 480px) { body { margin: .6em; } section { padding: .6em; } }
+  .use { display: block; margin-top: 2px; } .use .p50 { fill: #cbd5e1; } .use .p90 { fill: #94a3b8; } .use .p99 { fill: #475569; } .use .max { fill: #0f172a; } .use .limit { stroke: #dc2626; stroke-width: 2; }
 `
 
 export const STATUS_JS = `// One colour per outcome, each its own hue (issue #41): what went on in greys and blue, the
@@ -272,6 +273,28 @@ function drawBusiest(busiest) {
     if (who) { const s = document.createElement('span'); s.className = 'who'; s.textContent = who; tr.firstChild.appendChild(s); }
   }
 }
+// SPEC §11: each limit in force beside the keys' busiest minute (p50 to max as shades on one
+// scale, the most a minute can hold under the limit as a red line), so a limit far above all
+// use, or one that cuts into ordinary traffic, shows at a glance.
+function drawLimits(t) {
+  clear('limits');
+  const note = $('limits-note');
+  if (t === null || t === undefined) { note.textContent = 'worked out in the background from the kept evidence; shown here within a minute'; return; }
+  note.textContent = 'as of ' + new Date(t.as_of_ms).toLocaleTimeString() + ' · suggested: the lowest N/min no key passed on 99 % of its days (npx basegate tune-report says what it would refuse)';
+  if (t.limits.length === 0) row($('limits'), ['no calls kept yet', '', '', '', '']);
+  for (const l of t.limits) {
+    const tr = row($('limits'), [l.id, l.limit, l.keys, l.p50 + ' · ' + l.p90 + ' · ' + l.p99 + ' · ' + l.max, l.suggested], { 'data-limit-id': l.id, 'data-p99': String(l.p99), 'data-max': String(l.max), 'data-per-minute': String(l.per_minute) });
+    const top = Math.max(1, l.max, l.per_minute || 0) * 1.05;
+    const w = 220, x = (v) => (v / top) * w;
+    const svg = svgEl('svg', { class: 'use', width: w, height: 12, viewBox: '0 0 ' + w + ' 12' });
+    svg.appendChild(svgEl('rect', { class: 'p50', x: 0, y: 3, width: x(l.p50), height: 6 }));
+    svg.appendChild(svgEl('rect', { class: 'p90', x: x(l.p50), y: 3, width: Math.max(0, x(l.p90) - x(l.p50)), height: 6 }));
+    svg.appendChild(svgEl('rect', { class: 'p99', x: x(l.p90), y: 3, width: Math.max(0, x(l.p99) - x(l.p90)), height: 6 }));
+    svg.appendChild(svgEl('circle', { class: 'max', cx: x(l.max), cy: 6, r: 2.5 }));
+    if (l.per_minute !== null) svg.appendChild(svgEl('line', { class: 'limit', x1: x(l.per_minute), x2: x(l.per_minute), y1: 0, y2: 12 }));
+    tr.children[3].appendChild(svg);
+  }
+}
 function draw(s) {
   lastStatus = s;
   const nowMs = Date.now();
@@ -291,6 +314,7 @@ function draw(s) {
     row($('protect'), ['unloaded / recent ms', (p.unloaded_ms === null ? '—' : p.unloaded_ms.toFixed(1)) + ' / ' + (p.recent_ms === null ? '—' : p.recent_ms.toFixed(1))]);
   }
   drawServer(s);
+  drawLimits(s.tuning);
   $('config').textContent = JSON.stringify(s.config, null, 2);
   const trouble = s.alerts.length > 0;
   $('state').textContent = trouble ? 'live — ' + s.alerts.length + ' problem' + (s.alerts.length === 1 ? '' : 's') : 'live, all well';
@@ -356,6 +380,7 @@ export const STATUS_HTML = `<!doctype html>
   <section><h2>Refusals and sheds (15 min)</h2><table id="refusals"><tbody></tbody></table></section>
   <section><h2>Teams this month</h2><div id="teams"></div><p class="exports"><a id="export-month" href="/v1/usage/export?format=csv">Export this month: every team and base (CSV)</a></p></section>
   <section><h2>Server protection</h2><table id="protect"><tbody></tbody></table></section>
+  <section class="wide"><h2>Limits against use: each key's busiest minute, last 7 days</h2><table id="limits"><thead><tr><th>window</th><th>in force</th><th class="n">keys</th><th>busiest minute (p50 · p90 · p99 · max)</th><th>suggested</th></tr></thead><tbody></tbody></table><p id="limits-note" class="muted"></p></section>
   <section class="wide"><h2>Server and store</h2><table id="server"><tbody></tbody></table><div id="report"></div></section>
 </div>
 <section class="block"><h2 class="first">A base's calls per day</h2>

@@ -6,6 +6,7 @@ import { upgradeReport } from '../history/report.js'
 import { compareVersions } from '../history/version.js'
 import type { Busy, StatusCounts } from '../observe/status-recorder.js'
 import { Episodes } from '../observe/health.js'
+import type { TuningSummary } from './tuning.js'
 import { hyphenated } from './usage-history.js'
 import { REFUSAL_OF } from '../observe/metrics.js'
 import type { ProtectState } from '../protect/protector.js'
@@ -39,6 +40,8 @@ export interface StatusDeps {
   workers: () => number
   /** Issue #41: the store's trouble, since when, and the last that ended (fed by each status read). */
   storeHealth: Episodes
+  /** SPEC §11: each limit in force beside the keys' busiest minutes (null until worked out). */
+  tuning?: () => TuningSummary | null
 }
 
 /** Outcomes that are refusals of ours, by the metrics' reasons, and two the metrics count apart. */
@@ -230,6 +233,7 @@ export async function statusJson(deps: StatusDeps) {
     busiest: counts.busiest.map((b) => annotated(snap, b)),
     teams,
     protect: await deps.protect(),
+    tuning: deps.tuning?.() ?? null,
     config: configView(snap.config),
   }
 }

@@ -2,7 +2,7 @@ import { changedSettings, configView, type SettingChange } from './view.js'
 import type { ChangeStore } from './changes.js'
 import type { TeamChange } from '../quota/teams.js'
 import type { Config, ConfigProblem } from '../types.js'
-import { loadConfigFile } from './load.js'
+import { loadConfigFile, parseConfig } from './load.js'
 import type { Flags } from './flags.js'
 import { compileSnapshot, type Snapshot } from '../http/snapshot.js'
 import type { LiveOverride } from '../overrides/live.js'
@@ -88,6 +88,18 @@ export class ConfigHolder {
 
   get teamChanges(): ReadonlyMap<string, TeamChange> {
     return this.teams
+  }
+
+  /**
+   * SPEC §11: another file's text as it would run here: read with this process's environment,
+   * and with the same team and override changes as the running one; or its problems.
+   */
+  candidate(
+    text: string
+  ): { ok: true; snapshot: Snapshot } | { ok: false; problems: ConfigProblem[] } {
+    const r = parseConfig(text, this.env)
+    if (!r.ok) return r
+    return { ok: true, snapshot: compileSnapshot(r.config, this.teams, this.live) }
   }
 
   async reload(): Promise<ReloadResult> {

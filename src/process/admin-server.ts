@@ -38,6 +38,7 @@ export function createAdmin(
       status: { counts: opts.counts, version: version(), startedMs: core.startedMs },
       clock: core.runtime.clock,
       usage: stores.usage,
+      shapes: stores.shapes,
       flushUsage: opts.flush,
       logger: core.logger,
     }).fetch,

@@ -20,7 +20,12 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   const proxy = createProxy(core)
   const admin = createAdmin(core, {
     flush: async () =>
-      void (await Promise.all([proxy.recorder.flush(), proxy.usage.flush(), proxy.ledger.flush()])),
+      void (await Promise.all([
+        proxy.recorder.flush(),
+        proxy.usage.flush(),
+        proxy.ledger.flush(),
+        proxy.shapes.flush(),
+      ])),
     protect: async () => proxy.gateway.protector.state(),
     counts: async () => core.status.counts(core.runtime.clock.now()),
   })

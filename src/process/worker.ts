@@ -40,7 +40,7 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (what === 'status')
         return running.core.status.counts(running.core.runtime.clock.now(), 200)
       const p = running.proxy
-      await Promise.all([p.recorder.flush(), p.usage.flush(), p.ledger.flush()])
+      await Promise.all([p.recorder.flush(), p.usage.flush(), p.ledger.flush(), p.shapes.flush()])
       return true
     },
     // The primary sends connections only once this worker said it serves (below).

@@ -67,6 +67,8 @@ export interface TeamReport {
 export interface Suggestion {
   id: string
   limit: string
+  /** The most calls one minute can hold under the limit in force (null: unlimited). */
+  per_minute: number | null
   keys: number
   /** The keys' busiest minute over the range (aligned minutes). */
   busiest_minute: { p50: number; p90: number; p99: number; max: number }
@@ -200,6 +202,16 @@ function busiestMinutes(t: Timeline, dayStarts: readonly number[]): number[] {
   }
   close()
   return [...byDay.values()]
+}
+
+/** The most calls a minute can hold under windows: L·60 s/W for a shorter window, L else. */
+export function perMinute(windows: readonly Window[]): number | null {
+  let most = Infinity
+  for (const w of windows) {
+    if (!Number.isFinite(w.limit)) continue
+    most = Math.min(most, w.windowMs < 60_000 ? (w.limit * 60_000) / w.windowMs : w.limit)
+  }
+  return Number.isFinite(most) ? Math.floor(most) : null
 }
 
 const quantile = (sorted: readonly number[], q: number): number =>
@@ -482,6 +494,7 @@ async function suggest(
   return {
     id: s.id,
     limit: ratesText(s.running),
+    per_minute: perMinute(s.running ?? []),
     keys: s.keyBusiest.size,
     busiest_minute: {
       p50: quantile(keyMax, 0.5),

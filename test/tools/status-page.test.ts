@@ -172,6 +172,22 @@ monthly:
     expect(await page.getAttribute('#history [data-history]', 'data-total')).toBe('9')
     expect(await page.$$('#history svg.days rect')).toHaveLength(dom)
 
+    // SPEC §11: the limit in force beside each key's busiest minute (B's 9 calls, C's more).
+    const limitRow = '#limits tr[data-limit-id="class:base"]'
+    await page.waitForSelector(limitRow, { timeout: 12_000 })
+    const lim = await page.$eval(limitRow, (r) => ({
+      perMinute: Number(r.getAttribute('data-per-minute')),
+      p99: Number(r.getAttribute('data-p99')),
+      max: Number(r.getAttribute('data-max')),
+      text: r.textContent,
+    }))
+    expect(lim.perMinute).toBe(30)
+    expect(lim.max).toBeGreaterThanOrEqual(9)
+    expect(lim.p99).toBeLessThanOrEqual(lim.max)
+    expect(lim.text).toContain('30/min')
+    expect(await page.$$(`${limitRow} svg.use line.limit`)).toHaveLength(1)
+    expect(s.tuning === null || Array.isArray(s.tuning.limits)).toBe(true)
+
     // The protection, the server with the next release's report, the masked configuration.
     expect(await page.getAttribute('#protect tr[data-ceiling]', 'data-ceiling')).toBe('16')
     expect(s.server).toMatchObject({ version: '5.2', next: '5.3' })

@@ -1,0 +1,95 @@
+import type { Interval, TuneReport } from './report.js'
+
+// SPEC §11 on a terminal: the report as tables a person reads. Pure.
+
+const n = (x: number) => x.toLocaleString('en-US')
+const between = (i: Interval) => (i.lo === i.hi ? n(i.lo) : `between ${n(i.lo)} and ${n(i.hi)}`)
+
+function table(head: string[], rows: string[][], right: ReadonlySet<number> = new Set()): string[] {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+  const fmt = (row: string[]) =>
+    row
+      .map((c, i) => (right.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd()
+  return [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)]
+}
+
+export function formatTuneReport(r: TuneReport): string {
+  const out: string[] = [
+    `Tuning report: the calls of ${r.from} to ${r.to} (${r.days} days, ${r.timezone}), judged under the candidate`,
+  ]
+  if (r.partial)
+    out.push(`(partial: the first ${n(r.series_read)} key-days only; ask for fewer --days)`)
+  out.push('')
+  if (r.sections.length === 0) out.push('No rate limit differs from the running file.')
+  for (const s of r.sections) {
+    out.push(
+      `${s.id}: ${s.running} → ${s.candidate}`,
+      `  ${n(s.keys)} keys, ${n(s.calls)} calls; refused by the running limits: ${between(s.running_refused)} (recorded: ${n(s.refused_recorded)})`,
+      `  the candidate would have refused ${between(s.candidate_refused)}`
+    )
+    const moves = [
+      ...s.more_refused.map((m) => ['more', m] as const),
+      ...s.fewer_refused.map((m) => ['fewer', m] as const),
+    ]
+    if (moves.length > 0) {
+      out.push('')
+      const rows = moves.map(([what, m]) => [
+        what,
+        m.key,
+        m.team ?? '-',
+        n(m.calls),
+        between(m.running),
+        between(m.candidate),
+      ])
+      out.push(
+        ...table(['refused', 'key', 'team', 'calls', 'now', 'candidate'], rows, new Set([3])).map(
+          (l) => `  ${l}`
+        )
+      )
+    }
+    out.push('')
+  }
+  if (r.monthly.length > 0) {
+    out.push('Monthly quotas:')
+    const rows = r.monthly.flatMap((t) =>
+      t.months.map((m) => [
+        t.team,
+        m.month,
+        t.running_quota === null ? 'none' : n(t.running_quota),
+        t.candidate_quota === null ? 'none' : n(t.candidate_quota),
+        n(m.calls),
+        m.running_runs_out ?? '-',
+        m.candidate_runs_out ?? '-',
+      ])
+    )
+    out.push(
+      ...table(
+        ['team', 'month', 'quota now', 'candidate', 'calls', 'runs out now', 'with candidate'],
+        rows,
+        new Set([2, 3, 4])
+      ).map((l) => `  ${l}`),
+      ''
+    )
+  }
+  if (r.suggestions.length > 0) {
+    out.push("Suggested limits (the keys' busiest minute over the range):")
+    const rows = r.suggestions.map((s) => [
+      s.id,
+      s.limit,
+      n(s.keys),
+      `${s.busiest_minute.p50} / ${s.busiest_minute.p90} / ${s.busiest_minute.p99} / ${s.busiest_minute.max}`,
+      s.suggested,
+      `${between(s.would_refuse)} on ${s.keys_refused} keys`,
+    ])
+    out.push(
+      ...table(
+        ['window', 'in force', 'keys', 'p50 / p90 / p99 / max', 'suggested', 'it would refuse'],
+        rows,
+        new Set([2])
+      ).map((l) => `  ${l}`)
+    )
+  }
+  return out.join('\n')
+}
