@@ -140,3 +140,37 @@ describe('Redis Cluster: leases (issue #14)', () => {
     expect(both.held).toBe(0)
   })
 })
+
+describe('Redis Cluster: tuning evidence (SPEC §11)', () => {
+  it('key-days spread over slots are written once per batch and read back, the index across shards', async () => {
+    const { RedisShapeStore } = await import('../../src/tuning/shape-store.js')
+    const shapes = new RedisShapeStore(client(), `bgc${made++}:`)
+    const family = 'GET /api-gateway/api/v2/dtables/<u>/rows/'
+    const series = new Map(
+      Array.from({ length: 40 }, (_, i) => [
+        `base:${String(i).padStart(32, '0')}\t${family}`,
+        {
+          total: i + 1,
+          refusedRate: 0,
+          refusedMonthly: 0,
+          hours: new Map([[10, new Map([[i, i + 1]])]]),
+        },
+      ])
+    )
+    const batch = new Map([
+      ['2026-11-20', { dayEndMs: Date.parse('2026-11-21T00:00:00Z'), series }],
+    ])
+    await shapes.add(batch, { instance: 'c', seq: 1 })
+    await shapes.add(batch, { instance: 'c', seq: 1 }) // in doubt, written again: once
+    const slots = new Set([...series.keys()].map((s) => calculateSlot(`{sh:${s.split('\t')[0]}}`)))
+    expect(slots.size).toBeGreaterThan(10)
+    const { series: ids } = await shapes.seriesOf('2026-11-20', 1000)
+    expect(ids.sort()).toEqual([...series.keys()].sort())
+    const back = await shapes.read('2026-11-20', [...series.keys()])
+    for (const [sid, s] of series) {
+      const d = back.get(sid)!
+      expect(d.total).toBe(s.total)
+      expect([...d.hours.get(10)!.counts].reduce((a, b) => a + b, 0)).toBe(s.total)
+    }
+  })
+})
