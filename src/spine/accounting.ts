@@ -64,15 +64,32 @@ export function createAccounting(deps: AccountingDeps): Account {
     return { ref: { team, month: m.id, endMs: m.endMs }, day: dayOf(nowMs).id.slice(8) }
   }
 
-  const families = new Map<string, string>()
+  // By method, then path: no string is built per call, and the family is the cached object.
+  const families = new Map<string, Map<string, string>>()
+  let cached = 0
   const familyAt = (method: string, path: string): string => {
-    const k = method + ' ' + path
-    let f = families.get(k)
+    let byPath = families.get(method)
+    if (byPath === undefined) families.set(method, (byPath = new Map()))
+    let f = byPath.get(path)
     if (f === undefined) {
-      if (families.size >= FAMILY_CACHE) families.clear()
-      families.set(k, (f = familyOf(method, path)))
+      if (cached >= FAMILY_CACHE) {
+        for (const m of families.values()) m.clear()
+        cached = 0
+      }
+      byPath.set(path, (f = familyOf(method, path)))
+      cached++
     }
     return f
+  }
+  const ceilings = new Map<string, string>()
+  /** A client's ip_ceiling key (`ip:<key>`), built once while the client stays in the cache. */
+  const ceilingOf = (ip: string): string => {
+    let k = ceilings.get(ip)
+    if (k === undefined) {
+      if (ceilings.size >= FAMILY_CACHE) ceilings.clear()
+      ceilings.set(ip, (k = `ip:${deps.ipKeyOf!(ip)}`))
+    }
+    return k
   }
   /** SPEC §11: every call a key's windows saw, kept or refused (a give-back never counted). */
   const shape = (a: Admission, nowMs: number, method: string, path: string) => {
@@ -80,7 +97,7 @@ export function createAccounting(deps: AccountingDeps): Account {
     if (cls === 'exempt') return
     deps.shapes!.record(key, familyAt(method, path), nowMs, a.refused)
     if (cls !== 'other' && key.startsWith('base:') && deps.ipKeyOf !== undefined)
-      deps.shapes!.record(`ip:${deps.ipKeyOf(a.clientIp)}`, CEILING, nowMs, a.refused)
+      deps.shapes!.record(ceilingOf(a.clientIp), CEILING, nowMs, a.refused)
   }
 
   return function account(a, givenBack, nowMs, method, path) {

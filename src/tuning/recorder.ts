@@ -10,11 +10,48 @@ import { seriesId, type SeriesDay, type ShapeBatch, type ShapeStore } from './sh
 
 export const MAX_SERIES = 50_000
 
+/** What one key-day gathered: its calls by 5-second bin of the day (split by hour when written). */
+interface Gathered {
+  total: number
+  refusedRate: number
+  refusedMonthly: number
+  bins: Map<number, number>
+}
+
 interface Open {
-  batch: ShapeBatch
+  /** Day → key → family → what it gathered. */
+  batch: Map<string, { dayEndMs: number; series: Map<string, Map<string, Gathered>> }>
   series: number
   calls: number
   dropped: number
+}
+
+function count(g: Gathered, bin: number, refused: Refused): void {
+  g.total++
+  if (refused === 'rate') g.refusedRate++
+  else if (refused === 'monthly') g.refusedMonthly++
+  g.bins.set(bin, (g.bins.get(bin) ?? 0) + 1)
+}
+
+/** The batch as the store takes it: `<key>\t<family>` per key-day, its bins by hour. */
+function batchOf(o: Open): ShapeBatch {
+  const out: ShapeBatch = new Map()
+  for (const [day, { dayEndMs, series }] of o.batch) {
+    const flat = new Map<string, SeriesDay>()
+    for (const [key, families] of series)
+      for (const [family, g] of families) {
+        const hours = new Map<number, Map<number, number>>()
+        for (const [bin, n] of g.bins) {
+          const hour = Math.floor(bin / BINS_PER_HOUR)
+          let h = hours.get(hour)
+          if (h === undefined) hours.set(hour, (h = new Map()))
+          h.set(bin % BINS_PER_HOUR, n)
+        }
+        flat.set(seriesId(key, family), { ...g, hours })
+      }
+    out.set(day, { dayEndMs, series: flat })
+  }
+  return out
 }
 
 export interface ShapeRecorderOptions extends RecorderOptions {
@@ -34,6 +71,14 @@ export class ShapeRecorder {
     throw new Error('no zone')
   }
   private readonly maxSeries: number
+  private last: {
+    open: Open
+    key: string
+    family: string
+    g: Gathered
+    bin: number
+    binStartMs: number
+  } | null = null
 
   constructor(
     store: ShapeStore,
@@ -50,7 +95,7 @@ export class ShapeRecorder {
             this.opts.onDropped?.(o.dropped)
             o.dropped = 0
           }
-          return store.add(o.batch, id)
+          return store.add(batchOf(o), id)
         },
       },
       opts
@@ -60,35 +105,49 @@ export class ShapeRecorder {
   /** A call a key's windows saw (`key`: base:<uuid> or ip:<key>; `family`: tuning/family.ts). */
   record(key: string, family: string, nowMs: number, refused: Refused): void {
     const open = this.recorder.batch
-    const zone = this.opts.timezone()
-    if (zone !== this.zone) {
-      this.zone = zone
-      this.dayOf = createDayClock(zone)
+    // A flood repeats one key and family within one bin: the last call's place, reused.
+    const last = this.last
+    if (
+      last !== null &&
+      last.open === open &&
+      nowMs >= last.binStartMs &&
+      nowMs < last.binStartMs + BIN_MS &&
+      family === last.family &&
+      key === last.key
+    ) {
+      open.calls++
+      count(last.g, last.bin, refused)
+      return
     }
-    const day = this.dayOf(nowMs)
+    const day = this.dayAt(nowMs)
     let entry = open.batch.get(day.id)
     if (entry === undefined) {
       entry = { dayEndMs: day.endMs, series: new Map() }
       open.batch.set(day.id, entry)
     }
     open.calls++
-    const id = seriesId(key, family)
-    let s: SeriesDay | undefined = entry.series.get(id)
+    // Two lookups of strings the request already holds: no key is built per call.
+    let families = entry.series.get(key)
+    if (families === undefined) entry.series.set(key, (families = new Map()))
+    let s = families.get(family)
     if (s === undefined) {
       if (open.series >= this.maxSeries) return void open.dropped++
-      s = { total: 0, refusedRate: 0, refusedMonthly: 0, hours: new Map() }
-      entry.series.set(id, s)
+      s = { total: 0, refusedRate: 0, refusedMonthly: 0, bins: new Map() }
+      families.set(family, s)
       open.series++
     }
-    s.total++
-    if (refused === 'rate') s.refusedRate++
-    else if (refused === 'monthly') s.refusedMonthly++
     const bin = Math.floor((nowMs - day.startMs) / BIN_MS)
-    const hour = Math.floor(bin / BINS_PER_HOUR)
-    let bins = s.hours.get(hour)
-    if (bins === undefined) s.hours.set(hour, (bins = new Map()))
-    const b = bin % BINS_PER_HOUR
-    bins.set(b, (bins.get(b) ?? 0) + 1)
+    count(s, bin, refused)
+    this.last = { open, key, family, g: s, bin, binStartMs: day.startMs + bin * BIN_MS }
+  }
+
+  private dayAt(nowMs: number): DayBounds {
+    const zone = this.opts.timezone()
+    if (zone !== this.zone) {
+      this.zone = zone
+      this.dayOf = createDayClock(zone)
+    }
+    return this.dayOf(nowMs)
   }
 
   flush(): Promise<boolean> {

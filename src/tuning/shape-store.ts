@@ -4,7 +4,7 @@ import { keys } from '../limiter/keys.js'
 import { StoreError } from '../limiter/store-error.js'
 import { daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
-import { addToHour, decodeHour, KEEP_DAYS, type ShapeDay } from './shape.js'
+import { addToHour, decodeHour, decodeLog, KEEP_DAYS, type ShapeDay } from './shape.js'
 
 // SPEC §11: where the key-days' shapes live. In Redis, one hash per key, family and day (one
 // script per write: shape-add.lua), and per day an index of the key-days written (16 shards),
@@ -232,6 +232,12 @@ export class RedisShapeStore implements ShapeStore {
       }
       for (const [f, v] of Object.entries(h))
         if (/^h\d\d$/.test(f)) d.hours.set(Number(f.slice(1)), decodeHour(v))
+      // What the script has not folded yet, folded as it would be.
+      for (const [f, v] of Object.entries(h)) {
+        if (!/^a\d\d$/.test(f)) continue
+        const hour = Number(f.slice(1))
+        d.hours.set(hour, addToHour(d.hours.get(hour) ?? null, decodeLog(v)))
+      }
       out.set(s, d)
     })
     return out

@@ -105,6 +105,28 @@ export function addToHour(kept: Hour | null, bins: ReadonlyMap<number, number>):
   return h
 }
 
+/** A log of (finest bin, calls) varint pairs (shape-add.lua's `aHH`), as bins. */
+export function decodeLog(b: Uint8Array): Map<number, number> {
+  const out = new Map<number, number>()
+  let at = 0
+  const next = (): number => {
+    let n = 0
+    let mul = 1
+    for (;;) {
+      const byte = b[at++]
+      if (byte === undefined) throw new Error('a shape log cut short')
+      n += (byte % 128) * mul
+      if (byte < 128) return n
+      mul *= 128
+    }
+  }
+  while (at < b.length) {
+    const bin = next()
+    out.set(bin, (out.get(bin) ?? 0) + next())
+  }
+  return out
+}
+
 /** Of one key's day: calls seen, refused by the running limits (rate, monthly), and its hours. */
 export interface ShapeDay {
   total: number
@@ -113,6 +135,3 @@ export interface ShapeDay {
   /** By hour of the day since its start (0 to 24: a day of a clock change has 23 or 25). */
   hours: Map<number, Hour>
 }
-
-/** The fields of a key-day's hash: `t`, `r`, `m`, and `hHH` per hour. */
-export const hourField = (hour: number): string => `h${String(hour).padStart(2, '0')}`

@@ -3,6 +3,9 @@
 -- The same encoding and the same coarsening as src/tuning/shape.ts (read that file first):
 -- an hour is a field `hHH`, [level, kind, varints…]; kind 0 dense counts, 1 sparse
 -- (gap, count); the smaller is kept; past CAP bytes the hour goes to the next coarser level.
+-- A write appends its (bin, calls) pairs to the hour's log `aHH` and folds the log into `hHH`
+-- only once it passes LOG_CAP bytes: most writes touch a bin or two, and a fold decodes and
+-- encodes the whole hour. A reader folds what is left the same way (shape-store.ts).
 --
 -- KEYS[1]  the key-day (a hash: `t` calls, `r` refused by a rate limit, `m` by the month,
 --          `hHH` the hours, `s:<process>` the last batch applied)
@@ -15,6 +18,7 @@
 local FACTORS = {1, 3, 12, 60, 720}
 local BINS = 720
 local CAP = 2048
+local LOG_CAP = 512
 
 local seen = 's:' .. ARGV[1]
 if tonumber(redis.call('HGET', KEYS[1], seen) or '0') >= tonumber(ARGV[2]) then return 0 end
@@ -97,10 +101,9 @@ redis.call('HINCRBY', KEYS[1], 't', tonumber(ARGV[4]))
 if ARGV[5] ~= '0' then redis.call('HINCRBY', KEYS[1], 'r', tonumber(ARGV[5])) end
 if ARGV[6] ~= '0' then redis.call('HINCRBY', KEYS[1], 'm', tonumber(ARGV[6])) end
 
-local i = 7
-while i <= #ARGV do
-  local field = string.format('h%02d', tonumber(ARGV[i]))
-  local n = tonumber(ARGV[i + 1])
+-- Folds an hour's log of (bin, calls) pairs (finest bins) into its counts.
+local function fold(hour, log)
+  local field = string.format('h%02d', hour)
   local kept = redis.call('HGET', KEYS[1], field)
   local level, counts
   if kept then
@@ -111,10 +114,22 @@ while i <= #ARGV do
     for b = 1, BINS do counts[b] = 0 end
   end
   local f = FACTORS[level + 1]
-  for p = 0, n - 1 do
-    local bin = tonumber(ARGV[i + 2 + 2 * p])
+  local at, len = 1, #log
+  local function nextv()
+    local n, mul = 0, 1
+    while true do
+      local b = string.byte(log, at)
+      at = at + 1
+      n = n + (b % 128) * mul
+      if b < 128 then return n end
+      mul = mul * 128
+    end
+  end
+  while at <= len do
+    local bin = nextv()
+    local n = nextv()
     local j = math.floor(bin / f) + 1
-    counts[j] = counts[j] + tonumber(ARGV[i + 3 + 2 * p])
+    counts[j] = counts[j] + n
   end
   local enc = encode(level, counts)
   while #enc > CAP and level < #FACTORS - 1 do
@@ -122,6 +137,25 @@ while i <= #ARGV do
     enc = encode(level, counts)
   end
   redis.call('HSET', KEYS[1], field, enc)
+end
+
+local i = 7
+while i <= #ARGV do
+  local hour = tonumber(ARGV[i])
+  local n = tonumber(ARGV[i + 1])
+  local pairs = {}
+  for p = 0, n - 1 do
+    varint(pairs, tonumber(ARGV[i + 2 + 2 * p]))
+    varint(pairs, tonumber(ARGV[i + 3 + 2 * p]))
+  end
+  local logField = string.format('a%02d', hour)
+  local log = (redis.call('HGET', KEYS[1], logField) or '') .. bytes(pairs)
+  if #log > LOG_CAP then
+    fold(hour, log)
+    redis.call('HDEL', KEYS[1], logField)
+  else
+    redis.call('HSET', KEYS[1], logField, log)
+  end
   i = i + 2 + 2 * n
 end
 
