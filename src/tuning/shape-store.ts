@@ -4,7 +4,16 @@ import { keys } from '../limiter/keys.js'
 import { StoreError } from '../limiter/store-error.js'
 import { daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
-import { addToHour, decodeHour, decodeLog, KEEP_DAYS, type ShapeDay } from './shape.js'
+import {
+  addToHour,
+  decodeHour,
+  decodeLog,
+  encodeFreshHour,
+  encodeHour,
+  KEEP_DAYS,
+  type Hour,
+  type ShapeDay,
+} from './shape.js'
 
 // SPEC §11: where the key-days' shapes live. In Redis, one hash per key, family and day (one
 // script per write: shape-add.lua), and per day an index of the key-days written (16 shards),
@@ -31,8 +40,11 @@ export interface ShapeStore {
 }
 
 const DAY_MS = 86_400_000
-/** The in-memory store's bound on key-days. */
-export const MEMORY_SERIES_DAYS = 200_000
+/**
+ * The in-memory store's bound on key-days: about 350 bytes of heap each (a light one), so at
+ * most ~35 MB; one instance without a store, 35 days of ~2,800 keys a day.
+ */
+export const MEMORY_SERIES_DAYS = 100_000
 
 export const seriesId = (key: string, family: string): string => `${key}\t${family}`
 
@@ -48,12 +60,57 @@ function shardOf(id: string): string {
   return ((h >>> 0) % 16).toString(16)
 }
 
+/**
+ * A key-day as the in-memory store keeps it: its hours encoded as Redis keeps them, one
+ * latin1 string of (hour, length, encodeHour bytes) runs. A decoded hour is 720 counts (2.9 KB);
+ * encoded, a light key-day is a few dozen bytes, so 200,000 of them stay in tens of MB.
+ */
+interface Kept {
+  total: number
+  refusedRate: number
+  refusedMonthly: number
+  hours: string
+}
+
+function packHours(hours: ReadonlyMap<number, Uint8Array>): string {
+  const parts: Uint8Array[] = []
+  for (const [hour, b] of hours) {
+    // An hour's encoding is at most HOUR_CAP (2 KB) and a level: its length fits two bytes.
+    parts.push(Buffer.from([hour, b.length >> 8, b.length & 255]), b)
+  }
+  // One flat string (not a rope of pieces): the smallest a V8 string of these bytes can be.
+  return Buffer.concat(parts).toString('latin1')
+}
+
+/** The hours of a kept key-day, each still encoded. */
+function unpackRaw(s: string): Map<number, Buffer> {
+  const out = new Map<number, Buffer>()
+  for (let at = 0; at < s.length;) {
+    const hour = s.charCodeAt(at)
+    const len = (s.charCodeAt(at + 1) << 8) | s.charCodeAt(at + 2)
+    out.set(hour, Buffer.from(s.slice(at + 3, at + 3 + len), 'latin1'))
+    at += 3 + len
+  }
+  return out
+}
+
+function unpackHours(s: string): Map<number, Hour> {
+  const out = new Map<number, Hour>()
+  for (const [hour, b] of unpackRaw(s)) out.set(hour, decodeHour(b))
+  return out
+}
+
 export class MemoryShapeStore implements ShapeStore {
   /** `<day>\n<series>` → its shape; a Map keeps write order, so the first entry is the stalest. */
-  private readonly days = new Map<string, ShapeDay>()
+  private readonly days = new Map<string, Kept>()
   private readonly seen = new Map<string, number>()
 
   constructor(private readonly maxSeriesDays = MEMORY_SERIES_DAYS) {}
+
+  /** Key-days held (the memory bound's test). */
+  get size(): number {
+    return this.days.size
+  }
 
   async add(batch: ShapeBatch, id: BatchId): Promise<void> {
     if ((this.seen.get(id.instance) ?? 0) >= id.seq) return
@@ -63,15 +120,24 @@ export class MemoryShapeStore implements ShapeStore {
         const k = `${day}\n${sid}`
         let kept = this.days.get(k)
         if (kept === undefined) {
-          kept = { total: 0, refusedRate: 0, refusedMonthly: 0, hours: new Map() }
+          kept = { total: 0, refusedRate: 0, refusedMonthly: 0, hours: '' }
           if (this.days.size >= this.maxSeriesDays) this.forgetStalest()
         } else this.days.delete(k)
         this.days.set(k, kept)
         kept.total += s.total
         kept.refusedRate += s.refusedRate
         kept.refusedMonthly += s.refusedMonthly
-        for (const [hour, bins] of s.hours)
-          kept.hours.set(hour, addToHour(kept.hours.get(hour) ?? null, bins))
+        // Only the hours this batch touched are decoded; a new one (most, in a flood of one-off
+        // keys) is encoded straight from its bins.
+        const hours: Map<number, Uint8Array> = unpackRaw(kept.hours)
+        for (const [hour, bins] of s.hours) {
+          const was = hours.get(hour)
+          hours.set(
+            hour,
+            was === undefined ? encodeFreshHour(bins) : encodeHour(addToHour(decodeHour(was), bins))
+          )
+        }
+        kept.hours = packHours(hours)
       }
       for (const k of this.days.keys()) {
         if (daysBetween(k.slice(0, 10), day) > KEEP_DAYS) this.days.delete(k)
@@ -100,7 +166,7 @@ export class MemoryShapeStore implements ShapeStore {
     const out = new Map<string, ShapeDay>()
     for (const s of series) {
       const d = this.days.get(`${day}\n${s}`)
-      if (d !== undefined) out.set(s, d)
+      if (d !== undefined) out.set(s, { ...d, hours: unpackHours(d.hours) })
     }
     return out
   }

@@ -55,6 +55,24 @@ export function encodeHour(h: Hour): Buffer {
   return Buffer.from(sparse.length < dense.length ? sparse : dense)
 }
 
+/**
+ * encodeHour of a fresh hour (nothing kept) holding these finest-bin counts: the same bytes,
+ * without the 720 counts. Few bins are always sparse at level 0 (at most 64 pairs of varints
+ * are shorter than the 722-byte dense list, and than HOUR_CAP); more go the long way.
+ */
+export function encodeFreshHour(bins: ReadonlyMap<number, number>): Buffer {
+  if (bins.size > 64) return encodeHour(addToHour(null, bins))
+  const sorted = [...bins].filter(([, n]) => n > 0).sort((a, b) => a[0] - b[0])
+  const out: number[] = [0, 1]
+  let last = -1
+  for (const [bin, n] of sorted) {
+    varint(out, bin - last)
+    varint(out, n)
+    last = bin
+  }
+  return Buffer.from(out)
+}
+
 export function decodeHour(b: Uint8Array): Hour {
   const level = b[0]!
   if (level >= LEVEL_FACTORS.length) throw new Error(`a shape hour at level ${level}`)

@@ -8,11 +8,17 @@ import {
   BINS_PER_HOUR,
   coarsen,
   decodeHour,
+  encodeFreshHour,
   encodeHour,
   HOUR_CAP,
   type Hour,
 } from '../../src/tuning/shape.js'
-import { MemoryShapeStore, RedisShapeStore, type ShapeStore } from '../../src/tuning/shape-store.js'
+import {
+  MEMORY_SERIES_DAYS,
+  MemoryShapeStore,
+  RedisShapeStore,
+  type ShapeStore,
+} from '../../src/tuning/shape-store.js'
 import { FakeClock } from '../helpers/clock.js'
 import { useRedis } from '../helpers/redis.js'
 import { seeded } from './traffic.js'
@@ -32,6 +38,23 @@ const randomBins = (rnd: () => number, n: number, max: number) => {
 }
 
 describe('an hour of a key-day (tuning/shape.ts)', () => {
+  it('encodes a fresh hour from its bins to the very bytes of the long way', () => {
+    const rnd = seeded(7)
+    for (const [n, max] of [
+      [1, 1],
+      [5, 3],
+      [64, 1000],
+      [65, 2],
+      [400, 5],
+    ] as const) {
+      const bins = randomBins(rnd, n, max)
+      expect(encodeFreshHour(bins)).toEqual(encodeHour(addToHour(null, bins)))
+    }
+    expect(encodeFreshHour(new Map([[719, 300]]))).toEqual(
+      encodeHour(addToHour(null, new Map([[719, 300]])))
+    )
+  })
+
   it('encodes and decodes to the same counts, dense or sparse, whichever is smaller', () => {
     const rnd = seeded(3)
     for (const [n, max] of [
@@ -151,4 +174,44 @@ describe('the store of shapes', () => {
     expect(solo.sections[0]!.calls).toBe(6000)
     expect(solo.sections[0]!.candidate_refused.hi).toBeGreaterThan(0)
   })
+})
+
+describe('the in-memory store of shapes (no store.url)', () => {
+  it('holds at most MEMORY_SERIES_DAYS key-days, forgetting the stalest, in under 450 bytes of heap each', async () => {
+    // Measured in a process of its own, on the built code, with a real collection before each
+    // reading: 150,000 light key-days (a few calls in each of three hours) added in batches.
+    const script = `
+      const { MemoryShapeStore } = await import(${JSON.stringify(new URL('../../dist/src/tuning/shape-store.js', import.meta.url).href)})
+      const store = new MemoryShapeStore()
+      const used = () => { globalThis.gc(); globalThis.gc(); return process.memoryUsage().heapUsed }
+      const before = used()
+      for (let b = 0; b < 15; b++) {
+        const series = new Map()
+        for (let i = 0; i < 10000; i++) {
+          const n = b * 10000 + i
+          const key = 'base:' + n.toString(16).padStart(8, '0') + '0d3b4c599a513e2d7c8b9a10'
+          series.set(key + '\\tGET /api-gateway/api/v2/dtables/<u>/rows/', {
+            total: 9, refusedRate: 0, refusedMonthly: 0,
+            hours: new Map([[8, new Map([[n % 720, 3]])], [12, new Map([[7, 2], [400, 1]])], [17, new Map([[0, 3]])]]),
+          })
+        }
+        await store.add(new Map([['2026-11-20', { dayEndMs: 0, series }]]), { instance: 'p', seq: b + 1 })
+      }
+      const first = await store.read('2026-11-20', ['base:000000000d3b4c599a513e2d7c8b9a10\\tGET /api-gateway/api/v2/dtables/<u>/rows/'])
+      const last = await store.read('2026-11-20', ['base:000249ef0d3b4c599a513e2d7c8b9a10\\tGET /api-gateway/api/v2/dtables/<u>/rows/'])
+      process.stdout.write(JSON.stringify({ size: store.size, mb: (used() - before) / 2 ** 20, first: first.size, last: last.get([...last.keys()][0])?.hours.get(12)?.counts[400] }))
+    `
+    const { execFileSync } = await import('node:child_process')
+    const out = JSON.parse(
+      execFileSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], {
+        encoding: 'utf8',
+      })
+    ) as { size: number; mb: number; first: number; last: number }
+    console.log(`in-memory shapes: ${out.size} key-days held in ${out.mb.toFixed(1)} MB of heap`)
+    expect(out.size).toBe(MEMORY_SERIES_DAYS)
+    expect(out.first).toBe(0) // the stalest forgotten
+    expect(out.last).toBe(1) // the newest kept, its counts intact
+    // A decoded hour is 720 counts (2.9 KB): kept so, these key-days took 9 KB each.
+    expect((out.mb * 2 ** 20) / out.size).toBeLessThan(450)
+  }, 60_000)
 })
