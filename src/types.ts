@@ -286,6 +286,11 @@ export interface Decision {
    * its monthly charge is not in the shared ledger yet (SPEC §5: charged when it answers).
    */
   local?: true
+  /**
+   * With `local`: the store's check was written and never answered, so it may have charged the
+   * month there; its tag, with which the owed call is written only if it did not (SPEC §5).
+   */
+  inDoubt?: string
   /** Redis: when the script ran, on the store's clock (the request line's `store_time`). */
   storeMs?: number
   /** Admitted from a lease this process holds, without a store call. */
@@ -340,7 +345,15 @@ export interface LedgerRef {
  * Calls to add to team ledgers, by ledger: those no rate-limit script counted (monthly quotas
  * off, or admitted while the store did not answer), written late in batches.
  */
-export type LedgerBatch = Map<string, { ref: LedgerRef; days: Map<string, number> }>
+export type LedgerBatch = Map<
+  string,
+  {
+    ref: LedgerRef
+    days: Map<string, number>
+    /** Calls owed whose check may have charged them already: day → the checks' tags. */
+    doubts?: Map<string, string[]>
+  }
+>
 
 /** What the classifier makes of one request. */
 export interface Classification {

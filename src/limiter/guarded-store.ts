@@ -151,6 +151,7 @@ export class GuardedStore implements LimiterStore {
     }
     const d = this.fallback.consumeSync(charges, nowMs)
     d.local = true
+    if (err?.inDoubt !== undefined) d.inDoubt = err.inDoubt
     return d
   }
 

@@ -11,6 +11,9 @@ import type { RequestClass } from '../types.js'
  * - `{t:<team>}`: a team's monthly ledger (its month's count and its days, one hash), its
  *   credits, its notices and its quota set through the admin API, together, so the script
  *   reads the quota in the slot it charges, and a credit re-arms the notices in one call.
+ *   Beside a ledger, per store connection that charged it within the hour,
+ *   `<ledger>:k:<store id>`: the tags of its last 512 checks (2 KB), so a call owed after an
+ *   unanswered check is written only if that check did not charge it (limiter/lua/check.lua).
  * A request on a team's base therefore spans two slots ({b:} and {t:}), and one with an
  * `ip_ceiling` spans {b:} and {ip:}. The Redis store checks such a request slot by slot and
  * refunds the earlier slots when a later one refuses (limiter/redis-store.ts): that can only

@@ -180,10 +180,12 @@ export class MemoryStore implements LimiterStore {
   }
 
   async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
-    for (const [key, { ref, days }] of batch) {
+    for (const [key, { ref, days, doubts }] of batch) {
       const l = this.ledger(key, ref.endMs)
       if ((l.seen.get(id.instance) ?? 0) >= id.seq) continue
-      for (const [day, n] of days) {
+      // In process nothing is in doubt: no check of this store went unanswered.
+      const all = [...days, ...[...(doubts ?? [])].map(([d, tags]) => [d, tags.length] as const)]
+      for (const [day, n] of all) {
         l.days.set(day, (l.days.get(day) ?? 0) + n)
         l.used += n
       }

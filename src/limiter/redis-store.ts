@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import calculateSlot from 'cluster-key-slot'
 import type { Cluster, Redis } from 'ioredis'
@@ -41,6 +42,9 @@ type ScriptClient = (Redis | Cluster) & Record<string, Script>
 type ScriptPipeline = Record<string, (numKeys: number, ...args: (string | number)[]) => unknown> & {
   exec(): Promise<[Error | null, unknown][] | null>
 }
+
+/** check.lua's tag numbers wrap here (they fit its ring's four bytes). */
+const TAG_SEQS = 2 ** 31
 
 /** check.lua's argument that holds the deadline (see check()). */
 const DEADLINE_ARG = 2
@@ -99,6 +103,9 @@ export class RedisStore implements LimiterStore {
   private readonly client: ScriptClient
   private offsetMs = 0
   private offsetAtMs = 0
+  /** check.lua's tags of monthly charges: this store's id and a number per check (SPEC §5). */
+  private readonly tagId = randomBytes(4).toString('hex')
+  private tagSeq = 0
   private offsetKnown = false
   private readonly clock: Clock
   private readonly checks = new TurnBatch<QueuedCheck>((calls) => this.writeChecks(calls))
@@ -217,14 +224,17 @@ export class RedisStore implements LimiterStore {
   }
 
   /**
-   * Learns the store clock's offset from an answer: storeNow - sentAt is the offset plus the
-   * time the call took to reach Redis, so the smallest recent sample is the best estimate.
+   * Learns the store clock's offset from an answer. The script ran between the call's writing
+   * and its answer's reading, so storeNow - receivedAt is at most the true offset: a deadline
+   * on that estimate is never later than the caller's own timeout, however long the answer
+   * took (a late deadline would let a call the caller gave up on, and charged locally, charge
+   * in the store too). The largest such bound of the last 10 s is the closest.
    */
-  private learnOffset(storeNowMs: number, sentLocalMs: number): void {
-    const sample = storeNowMs - sentLocalMs
+  private learnOffset(storeNowMs: number): void {
     const local = this.clock.now()
-    if (!this.offsetKnown || sample < this.offsetMs || local - this.offsetAtMs > 10_000) {
-      this.offsetMs = sample
+    const bound = storeNowMs - local
+    if (!this.offsetKnown || bound > this.offsetMs || local - this.offsetAtMs > 10_000) {
+      this.offsetMs = bound
       this.offsetAtMs = local
       this.offsetKnown = true
     }
@@ -274,9 +284,8 @@ export class RedisStore implements LimiterStore {
   private async ensureOffset(): Promise<void> {
     if (this.offsetKnown) return
     this.learning ??= (async () => {
-      const sentMs = this.clock.now()
       const [sec, usec] = await this.timed((this.client as Redis).time())
-      this.learnOffset(Number(sec) * 1000 + Math.floor(Number(usec) / 1000), sentMs)
+      this.learnOffset(Number(sec) * 1000 + Math.floor(Number(usec) / 1000))
     })().finally(() => (this.learning = null))
     await this.learning
   }
@@ -298,19 +307,32 @@ export class RedisStore implements LimiterStore {
     // when the call is written, when the caller's timer starts too, so the script gives up no
     // later than the caller.
     const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0]
+    // A charging check with a month is tagged: check.lua notes the tag where it charged, so an
+    // owed call whose check went unanswered is written only if the check did not charge it.
+    let tag: string | undefined
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
       const monthly = c.kind === 'monthly'
       const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
       const ask = opts.asks?.get(c.key) ?? 0
       argv.push(c.limit, windowMsOf(c), monthly ? c.endMs : 0, quotaAt[i]!, shadow, ask)
-      argv.push(monthly ? `d${c.day}` : '')
+      if (monthly && !opts.peek)
+        tag ??= `${this.tagId}|${(this.tagSeq = (this.tagSeq % TAG_SEQS) + 1)}`
+      argv.push(monthly ? (opts.peek ? `d${c.day}` : `d${c.day}|${tag}`) : '')
     }
     for (const a of clock.args(nowMs)) argv.push(a)
-    const { raw, sentMs } = await this.runCheck(keys, argv, deadline)
+    let written: Written
+    try {
+      written = await this.runCheck(keys, argv, deadline)
+    } catch (err) {
+      if (tag !== undefined && err instanceof StoreError)
+        throw new StoreError(err.message, { cause: err.cause ?? err, inDoubt: tag })
+      throw err
+    }
+    const { raw } = written
     const decisionNow = raw[1]!
     const storeNow = raw[2]!
-    this.learnOffset(storeNow, sentMs)
+    this.learnOffset(storeNow)
     if (raw[0] === -1) throw new StoreError('redis: the call reached the store after its deadline')
     const windows = new Array(n)
     for (let i = 0; i < n; i++) {
@@ -413,9 +435,10 @@ export class RedisStore implements LimiterStore {
   /** ledger-add.lua on each ledger of the batch: a pipeline, or one call per key on a Cluster. */
   async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
     const calls: { keys: string[]; argv: (string | number)[] }[] = []
-    for (const [key, { ref, days }] of batch) {
+    for (const [key, { ref, days, doubts }] of batch) {
       const argv: (string | number)[] = [id.instance, id.seq, keepUntil(ref)]
       for (const [day, n] of days) argv.push(`d${day}`, n)
+      for (const [day, tags] of doubts ?? []) for (const t of tags) argv.push(`d${day}|${t}`, 1)
       calls.push({ keys: [this.opts.prefix + key], argv })
     }
     if (calls.length === 0) return

@@ -48,6 +48,40 @@ function monthlyChargeOf(a: Admission): MonthlyCharge | null {
   return null
 }
 
+/** A call's route family, worked out once per method and path while they stay cached. */
+function createFamilyCache(): (method: string, path: string) => string {
+  // By method, then path: no string is built per call, and the family is the cached object.
+  const families = new Map<string, Map<string, string>>()
+  let cached = 0
+  return (method, path) => {
+    let byPath = families.get(method)
+    if (byPath === undefined) families.set(method, (byPath = new Map()))
+    let f = byPath.get(path)
+    if (f === undefined) {
+      if (cached >= FAMILY_CACHE) {
+        for (const m of families.values()) m.clear()
+        cached = 0
+      }
+      byPath.set(path, (f = familyOf(method, path)))
+      cached++
+    }
+    return f
+  }
+}
+
+/** A client's ip_ceiling key (`ip:<key>`), built once while the client stays cached. */
+function createCeilingCache(ipKeyOf: (ip: string) => string): (ip: string) => string {
+  const ceilings = new Map<string, string>()
+  return (ip) => {
+    let k = ceilings.get(ip)
+    if (k === undefined) {
+      if (ceilings.size >= FAMILY_CACHE) ceilings.clear()
+      ceilings.set(ip, (k = `ip:${ipKeyOf(ip)}`))
+    }
+    return k
+  }
+}
+
 export function createAccounting(deps: AccountingDeps): Account {
   let zone = ''
   let dayOf = createDayClock('UTC')
@@ -64,33 +98,8 @@ export function createAccounting(deps: AccountingDeps): Account {
     return { ref: { team, month: m.id, endMs: m.endMs }, day: dayOf(nowMs).id.slice(8) }
   }
 
-  // By method, then path: no string is built per call, and the family is the cached object.
-  const families = new Map<string, Map<string, string>>()
-  let cached = 0
-  const familyAt = (method: string, path: string): string => {
-    let byPath = families.get(method)
-    if (byPath === undefined) families.set(method, (byPath = new Map()))
-    let f = byPath.get(path)
-    if (f === undefined) {
-      if (cached >= FAMILY_CACHE) {
-        for (const m of families.values()) m.clear()
-        cached = 0
-      }
-      byPath.set(path, (f = familyOf(method, path)))
-      cached++
-    }
-    return f
-  }
-  const ceilings = new Map<string, string>()
-  /** A client's ip_ceiling key (`ip:<key>`), built once while the client stays in the cache. */
-  const ceilingOf = (ip: string): string => {
-    let k = ceilings.get(ip)
-    if (k === undefined) {
-      if (ceilings.size >= FAMILY_CACHE) ceilings.clear()
-      ceilings.set(ip, (k = `ip:${deps.ipKeyOf!(ip)}`))
-    }
-    return k
-  }
+  const familyAt = createFamilyCache()
+  const ceilingOf = createCeilingCache((ip) => deps.ipKeyOf!(ip))
   /** SPEC §11: every call a key's windows saw, kept or refused (a give-back never counted). */
   const shape = (a: Admission, nowMs: number, method: string, path: string) => {
     const { cls, key } = a.classification
@@ -116,7 +125,11 @@ export function createAccounting(deps: AccountingDeps): Account {
       } else if (monthly !== null && a.decision?.local === true) {
         // With quotas on, only what a charge put in the month is in its days (an allowed base's
         // calls are charged nowhere): the fallback's charges are owed to the shared ledger.
-        deps.ledger?.record({ team, month: monthly.month, endMs: monthly.endMs }, monthly.day)
+        deps.ledger?.record(
+          { team, month: monthly.month, endMs: monthly.endMs },
+          monthly.day,
+          a.decision.inDoubt
+        )
       }
     }
     const m = a.monthly

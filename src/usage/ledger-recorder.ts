@@ -29,13 +29,22 @@ export class LedgerRecorder {
     )
   }
 
-  /** One call of a team's month, on its day of the month ("05"). */
-  record(ref: LedgerRef, day: string): void {
+  /**
+   * One call of a team's month, on its day of the month ("05"); `inDoubt`: the tag of a check
+   * that may have charged it already (written only if it did not).
+   */
+  record(ref: LedgerRef, day: string, inDoubt?: string): void {
     const open = this.recorder.batch
     const key = keys.ledger(ref.team, ref.month)
     let entry = open.batch.get(key)
     if (entry === undefined) open.batch.set(key, (entry = { ref, days: new Map() }))
-    entry.days.set(day, (entry.days.get(day) ?? 0) + 1)
+    if (inDoubt === undefined) entry.days.set(day, (entry.days.get(day) ?? 0) + 1)
+    else {
+      entry.doubts ??= new Map()
+      const tags = entry.doubts.get(day)
+      if (tags === undefined) entry.doubts.set(day, [inDoubt])
+      else tags.push(inDoubt)
+    }
     open.calls++
   }
 

@@ -56,8 +56,23 @@ function uniquePrefix(): string {
   return `bgtest:${process.pid}:${Date.now().toString(36)}:${counter++}:`
 }
 
+/**
+ * Redis 7 refuses DEBUG (SLEEP: a frozen store) unless enabled; older servers do not know the
+ * option (and allow DEBUG).
+ */
+let debugArgs: string[] | undefined
+function enableDebug(): string[] {
+  if (debugArgs === undefined) {
+    const v = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout
+    const major = Number(/v=(\d+)/.exec(v)?.[1] ?? 0)
+    debugArgs = major >= 7 ? ['--enable-debug-command', 'local'] : []
+  }
+  return debugArgs
+}
+
 export function spawnRedisServer(port: number, extra: string[] = [], dir?: string): ChildProcess {
   const args = [
+    ...enableDebug(),
     '--port',
     String(port),
     '--bind',

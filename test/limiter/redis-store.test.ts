@@ -4,7 +4,7 @@ import { keys, WINDOW_LAYOUT } from '../../src/limiter/keys.js'
 import { MemoryStore } from '../../src/limiter/memory-store.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
 import { CallerClockRedisStore } from '../helpers/caller-clock.js'
-import { BUCKETS_PER_WINDOW } from '../../src/types.js'
+import { BUCKETS_PER_WINDOW, type MonthlyCharge } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, useRedis } from '../helpers/redis.js'
 import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
@@ -329,5 +329,150 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
       /no answer within 50 ms/
     )
     expect(performance.now() - t0).toBeLessThan(500)
+  })
+})
+
+// Issue #40 (SPEC §5: each admitted call in the days once): the script's deadline is taken on
+// the store's clock as estimated from earlier answers. An answer that ran late in a busy Redis
+// once made the estimate late by that much (it was adopted when the old one aged past 10 s), so
+// a call the caller had given up on, and charged in its fallback, still charged in the store
+// when it woke: one call counted twice.
+describe('RedisStore: a deadline is never later than the caller gives up', () => {
+  it('after an answer that ran 150 ms late, a call frozen 280 ms (timeout 200) does not charge', async () => {
+    const { redisClient } = await import('../../src/limiter/redis-client.js')
+    const client = redisClient({
+      url: db.redis.url,
+      cluster: [],
+      prefix: 'x:',
+      timeoutMs: 200,
+      onError: 'open',
+      leases: false,
+    })
+    await new Promise((r) => client.once('ready', r))
+    let shift = 0
+    const clock = { ...systemClock, now: () => Date.now() + shift }
+    const prefix = `${db.redis.prefix}offset:`
+    const store = new RedisStore(client, { clock, prefix, timeoutMs: 200 })
+    const admin = db.client()
+    const sleep = (s: number) => admin.call('DEBUG', 'SLEEP', String(s))
+    try {
+      const c = charge(1000)
+      await store.consume([c], clock.now()) // the offset known, from a prompt answer
+      shift += 11_000 // that estimate is old: the next answer replaces it
+      const asleep = () => new Promise((r) => setTimeout(r, 20)) // the SLEEP reached Redis
+      const busy = sleep(0.15)
+      await asleep()
+      // The call runs 150 ms late, still answered in time.
+      await expect(store.consume([c], clock.now())).resolves.toMatchObject({ allowed: true })
+      await busy
+      // Now a freeze past the caller's timeout: it gives up at 200 ms, Redis wakes at ~260.
+      const woke = sleep(0.28)
+      await asleep()
+      await expect(store.consume([c], clock.now())).rejects.toThrow(StoreError)
+      await woke
+      await new Promise((r) => setTimeout(r, 50))
+      const total = await admin.hget(prefix + c.key, 't')
+      expect(Number(total)).toBe(2) // the two answered calls; the abandoned one not charged
+    } finally {
+      client.disconnect()
+    }
+  })
+})
+
+// SPEC §5 "each admitted call is in the day counts exactly once": a call admitted while its
+// check went unanswered is owed to the ledger with the check's tag; the late write adds it only
+// if that check did not charge the month (check.lua notes each charging check's tag).
+describe('RedisStore: a call owed in doubt is written once', () => {
+  it('skips an owed call whose check charged, adds one whose check did not', async () => {
+    const prefix = `${db.redis.prefix}doubt:`
+    const store = new RedisStore(client(), { clock: systemClock, prefix })
+    const team = 'doubtful'
+    const END = Date.now() + 10 * 86_400_000
+    const ref = { team, month: '2026-11', endMs: END }
+    const monthly: MonthlyCharge = {
+      kind: 'monthly',
+      key: keys.ledger(team, '2026-11'),
+      limit: 100,
+      cls: 'base',
+      endMs: END,
+      day: '15',
+      month: '2026-11',
+      quotaKey: keys.teamChange(team),
+      team,
+    }
+    for (let i = 0; i < 3; i++)
+      expect((await store.consume([monthly], Date.now())).allowed).toBe(true)
+    // The tags its three checks were sent with (the store's id and numbers 1 to 3).
+    const id = (store as unknown as { tagId: string }).tagId
+    const owed = new Map([['15', [`${id}|2`, `${id}|7`, `${id}|3`, `other|2`]]])
+    await store.addToLedger(new Map([[monthly.key, { ref, days: new Map(), doubts: owed }]]), {
+      instance: 'p',
+      seq: 1,
+    })
+    const l = await store.readLedger(ref)
+    // 3 charged by their checks; of the four owed, checks 2 and 3 had charged: two added.
+    expect(l.days.get('15')).toBe(5)
+    expect(l.used).toBe(5)
+    // The ring is beside the ledger, in its slot, and expires.
+    const ring = `${prefix}${monthly.key}:k:${id}`
+    const admin = db.client()
+    expect(await admin.strlen(ring)).toBe(16) // slots 0 to 3, four bytes each
+    expect(await admin.pttl(ring)).toBeGreaterThan(3_500_000)
+  })
+})
+
+describe('RedisStore: an unanswered check with a month says what it may have charged', () => {
+  it('a monthly check frozen past the timeout fails with its tag; the guarded store’s local decision carries it', async () => {
+    const { redisClient } = await import('../../src/limiter/redis-client.js')
+    const { GuardedStore } = await import('../../src/limiter/guarded-store.js')
+    const c = redisClient({
+      url: db.redis.url,
+      cluster: [],
+      prefix: 'x:',
+      timeoutMs: 150,
+      onError: 'open',
+      leases: false,
+    })
+    await new Promise((r) => c.once('ready', r))
+    const prefix = `${db.redis.prefix}tagged:`
+    const store = new RedisStore(c, { clock: systemClock, prefix, timeoutMs: 150 })
+    const guarded = new GuardedStore(store, {
+      clock: systemClock,
+      onError: 'open',
+      fallback: new MemoryStore(),
+    })
+    const team = 'frozen'
+    const monthly: MonthlyCharge = {
+      kind: 'monthly',
+      key: keys.ledger(team, '2026-11'),
+      limit: 100,
+      cls: 'base',
+      endMs: Date.now() + 86_400_000,
+      day: '15',
+      month: '2026-11',
+      quotaKey: keys.teamChange(team),
+      team,
+    }
+    const admin = db.client()
+    try {
+      await store.consume([monthly], Date.now()) // the offset known (tag 1)
+      const id = (store as unknown as { tagId: string }).tagId
+      const asleep = admin.call('DEBUG', 'SLEEP', '0.4')
+      await new Promise((r) => setTimeout(r, 20))
+      const err = await store.consume([monthly], Date.now()).catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(StoreError)
+      expect((err as StoreError).inDoubt).toBe(`${id}|2`)
+      const d = await guarded.consume([monthly], Date.now())
+      expect(d).toMatchObject({ allowed: true, local: true, inDoubt: `${id}|3` })
+      await asleep
+      // A class window alone is never in doubt for the ledger: no tag.
+      const bare = admin.call('DEBUG', 'SLEEP', '0.4')
+      await new Promise((r) => setTimeout(r, 20))
+      const plain = await store.consume([charge(10)], Date.now()).catch((e: unknown) => e)
+      expect((plain as StoreError).inDoubt).toBeUndefined()
+      await bare
+    } finally {
+      c.disconnect()
+    }
   })
 })

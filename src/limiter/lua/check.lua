@@ -27,6 +27,12 @@ local FIRST = 4
 local PER_WINDOW = 7
 -- SPEC §5: a ledger (and its days) is kept this long past its month's end.
 local KEEP_MS = 400 * 86400000
+-- SPEC §5, exactly once: a charging check's tag (`<store id>|<n>`, after its day field) is
+-- noted in a ring beside the ledger (`<ledger>:k:<store id>`, same slot: RING slots of four
+-- bytes, kept RING_MS after the last), so a call owed by a process whose check went
+-- unanswered is written late (ledger-add.lua) only if this check did not charge it.
+local RING = 512
+local RING_MS = 3600000
 local n = (#ARGV - FIRST + 1) / PER_WINDOW
 local now = storeNow
 
@@ -157,8 +163,15 @@ if allowed == 1 and not peek then
       charged[i] = c
       if windowMs == 0 then
         -- SPEC §5 "One ledger": the month and its day in one write, with the quota in force.
+        local day, id, seq = string.match(ARGV[at + 6], '^([^|]+)|([^|]+)|(%d+)$')
         redis.call('HINCRBY', KEYS[i], 'used', 1)
-        redis.call('HINCRBY', KEYS[i], ARGV[at + 6], 1)
+        redis.call('HINCRBY', KEYS[i], day or ARGV[at + 6], 1)
+        if seq ~= nil then
+          local ring = KEYS[i] .. ':k:' .. id
+          seq = tonumber(seq)
+          redis.call('SETRANGE', ring, (seq % RING) * 4, struct.pack('>I4', seq))
+          redis.call('PEXPIRE', ring, RING_MS)
+        end
         redis.call('HSET', KEYS[i], 'q', limits[i])
         redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS)
       else
