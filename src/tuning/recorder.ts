@@ -1,5 +1,6 @@
 import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
 import { createDayClock, type DayBounds } from '../quota/month.js'
+import { CEILING } from './family.js'
 import { BIN_MS, BINS_PER_HOUR } from './shape.js'
 import { seriesId, type SeriesDay, type ShapeBatch, type ShapeStore } from './shape-store.js'
 
@@ -64,6 +65,24 @@ export interface ShapeRecorderOptions extends RecorderOptions {
 /** How a call ended at the windows: admitted, or refused by a rate limit or by the month. */
 export type Refused = 'rate' | 'monthly' | null
 
+interface Place {
+  open: Open | null
+  key: string
+  family: string
+  g: Gathered | null
+  bin: number
+  binStartMs: number
+}
+
+const emptyPlace = (): Place => ({
+  open: null,
+  key: '',
+  family: '',
+  g: null,
+  bin: 0,
+  binStartMs: 0,
+})
+
 export class ShapeRecorder {
   private readonly recorder: BatchedRecorder<Open>
   private zone = ''
@@ -71,15 +90,12 @@ export class ShapeRecorder {
     throw new Error('no zone')
   }
   private readonly maxSeries: number
-  private last: {
-    open: Open
-    key: string
-    family: string
-    g: Gathered
-    bin: number
-    binStartMs: number
-  } | null = null
-
+  /**
+   * Where the last calls of a key went, by kind (a base's own series, a client's ip_ceiling
+   * series: a call usually records one of each, so one slot would always miss), reused while
+   * the key, family, bin and batch stay the same. Written in place: no object per call.
+   */
+  private readonly places: [Place, Place] = [emptyPlace(), emptyPlace()]
   constructor(
     store: ShapeStore,
     private readonly opts: ShapeRecorderOptions
@@ -106,9 +122,8 @@ export class ShapeRecorder {
   record(key: string, family: string, nowMs: number, refused: Refused): void {
     const open = this.recorder.batch
     // A flood repeats one key and family within one bin: the last call's place, reused.
-    const last = this.last
+    const last = this.places[family === CEILING ? 1 : 0]
     if (
-      last !== null &&
       last.open === open &&
       nowMs >= last.binStartMs &&
       nowMs < last.binStartMs + BIN_MS &&
@@ -116,7 +131,7 @@ export class ShapeRecorder {
       key === last.key
     ) {
       open.calls++
-      count(last.g, last.bin, refused)
+      count(last.g!, last.bin, refused)
       return
     }
     const day = this.dayAt(nowMs)
@@ -138,16 +153,26 @@ export class ShapeRecorder {
     }
     const bin = Math.floor((nowMs - day.startMs) / BIN_MS)
     count(s, bin, refused)
-    this.last = { open, key, family, g: s, bin, binStartMs: day.startMs + bin * BIN_MS }
+    last.open = open
+    last.key = key
+    last.family = family
+    last.g = s
+    last.bin = bin
+    last.binStartMs = day.startMs + bin * BIN_MS
   }
+
+  private day: DayBounds | null = null
 
   private dayAt(nowMs: number): DayBounds {
     const zone = this.opts.timezone()
     if (zone !== this.zone) {
       this.zone = zone
       this.dayOf = createDayClock(zone)
+      this.day = null
     }
-    return this.dayOf(nowMs)
+    const d = this.day
+    if (d !== null && nowMs >= d.startMs && nowMs < d.endMs) return d
+    return (this.day = this.dayOf(nowMs))
   }
 
   flush(): Promise<boolean> {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
 import { StoreError } from '../limiter/store-error.js'
@@ -172,10 +173,40 @@ export class MemoryShapeStore implements ShapeStore {
   }
 }
 
+/** Writes in script calls of at most PER_CALL key-days and about ARGS_PER_CALL arguments. */
+function packed(ws: readonly ShapeWrite[]): ShapeWrite[][] {
+  const out: ShapeWrite[][] = []
+  let cur: ShapeWrite[] = []
+  let args = 0
+  for (const w of ws) {
+    if (cur.length > 0 && (cur.length >= PER_CALL || args + w.args.length > ARGS_PER_CALL)) {
+      out.push(cur)
+      cur = []
+      args = 0
+    }
+    cur.push(w)
+    args += w.args.length
+  }
+  if (cur.length > 0) out.push(cur)
+  return out
+}
+
+/** One key-day's write: its hash, its part of the script's arguments, its index entry. */
+interface ShapeWrite {
+  key: string
+  args: (string | number)[]
+  index: string
+  sid: string
+  expireAtMs: number
+}
+
 const SHAPE_ADD = readFileSync(new URL('../limiter/lua/shape-add.lua', import.meta.url), 'utf8')
-type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
+type AddCommand = (...args: (string | number)[]) => Promise<number>
 /** Key-days written per pipeline. */
 const CHUNK = 500
+/** Key-days per script call (its arguments stay far under Lua's unpack and Redis's limits). */
+const PER_CALL = 50
+const ARGS_PER_CALL = 20_000
 
 export class RedisShapeStore implements ShapeStore {
   constructor(
@@ -191,23 +222,16 @@ export class RedisShapeStore implements ShapeStore {
   }
 
   async add(batch: ShapeBatch, id: BatchId): Promise<void> {
-    const writes: {
-      key: string
-      args: (string | number)[]
-      index: string
-      sid: string
-      expireAtMs: number
-    }[] = []
+    const writes: ShapeWrite[] = []
     for (const [day, { dayEndMs, series }] of batch) {
       const expireAtMs = dayEndMs + KEEP_DAYS * DAY_MS
       for (const [sid, s] of series) {
         const args: (string | number)[] = [
-          id.instance,
-          id.seq,
           expireAtMs,
           s.total,
           s.refusedRate,
           s.refusedMonthly,
+          s.hours.size,
         ]
         for (const [hour, bins] of s.hours) {
           args.push(hour, bins.size)
@@ -222,29 +246,43 @@ export class RedisShapeStore implements ShapeStore {
         })
       }
     }
-    for (let i = 0; i < writes.length; i += CHUNK) await this.write(writes.slice(i, i + CHUNK))
+    for (let i = 0; i < writes.length; i += CHUNK) await this.write(writes.slice(i, i + CHUNK), id)
   }
 
-  private async write(
-    piece: {
-      key: string
-      args: (string | number)[]
-      index: string
-      sid: string
-      expireAtMs: number
-    }[]
-  ): Promise<void> {
+  /**
+   * One piece of a batch: its key-days in as few script calls as their slots allow (on one
+   * Redis, PER_CALL at a time; on a Cluster, grouped by slot), and their index entries.
+   */
+  private async write(piece: ShapeWrite[], id: BatchId): Promise<void> {
     const shards = new Map<string, { members: string[]; expireAtMs: number }>()
     for (const w of piece) {
       const s = shards.get(w.index)
       if (s === undefined) shards.set(w.index, { members: [w.sid], expireAtMs: w.expireAtMs })
       else s.members.push(w.sid)
     }
+    const calls: ShapeWrite[][] = []
+    if (this.client instanceof Cluster) {
+      const bySlot = new Map<number, ShapeWrite[]>()
+      for (const w of piece) {
+        const slot = calculateSlot(w.key)
+        const g = bySlot.get(slot)
+        if (g === undefined) bySlot.set(slot, [w])
+        else g.push(w)
+      }
+      for (const g of bySlot.values()) calls.push(...packed(g))
+    } else calls.push(...packed(piece))
+    const argsOf = (ws: ShapeWrite[]): (string | number)[] => {
+      const out: (string | number)[] = [ws.length]
+      for (const w of ws) out.push(w.key)
+      out.push(id.instance, id.seq)
+      for (const w of ws) for (const a of w.args) out.push(a)
+      return out
+    }
     const c = this.client as unknown as Record<string, AddCommand>
     if (this.client instanceof Cluster) {
       const cluster = this.client
       await Promise.all([
-        ...piece.map((w) => c['basegateShapeAdd']!(1, w.key, ...w.args)),
+        ...calls.map((ws) => c['basegateShapeAdd']!(...(argsOf(ws) as [number, ...string[]]))),
         ...[...shards].map(([k, s]) =>
           cluster
             .multi()
@@ -257,12 +295,12 @@ export class RedisShapeStore implements ShapeStore {
     }
     const p = this.client.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> &
       ReturnType<Redis['pipeline']>
-    for (const w of piece) p['basegateShapeAdd']!(1, w.key, ...w.args)
+    for (const ws of calls) p['basegateShapeAdd']!(...argsOf(ws))
     for (const [k, s] of shards) p.sadd(k, ...s.members).pexpireat(k, s.expireAtMs)
     const results = (await p.exec()) ?? []
     const failed = results.find(([err]) => err !== null)
     if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
-    if (results.length < piece.length + 2 * shards.size)
+    if (results.length < calls.length + 2 * shards.size)
       throw new StoreError('redis: the pipeline was cut short')
   }
 

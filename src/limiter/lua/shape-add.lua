@@ -7,13 +7,17 @@
 -- only once it passes LOG_CAP bytes: most writes touch a bin or two, and a fold decodes and
 -- encodes the whole hour. A reader folds what is left the same way (shape-store.ts).
 --
--- KEYS[1]  the key-day (a hash: `t` calls, `r` refused by a rate limit, `m` by the month,
---          `hHH` the hours, `s:<process>` the last batch applied)
--- ARGV[1]  the writing process  ARGV[2]  the batch's number  ARGV[3]  keep until (ms)
--- ARGV[4]  calls  ARGV[5]  refused (rate)  ARGV[6]  refused (monthly)
--- then per hour: the hour, the number of bins n, then n pairs (5-second bin of the hour, calls)
+-- Many key-days per call (a flush writes thousands: one call each cost more in the gateway and
+-- in Redis than the counting itself); on Redis Cluster the caller groups them by slot.
 --
--- Returns 1 when the batch was applied, 0 when this key had seen it.
+-- KEYS[k]  a key-day (a hash: `t` calls, `r` refused by a rate limit, `m` by the month,
+--          `hHH` the hours, `aHH` their logs, `s:<process>` the last batch applied)
+-- ARGV[1]  the writing process  ARGV[2]  the batch's number
+-- then per key-day, in KEYS order: keep until (ms), calls, refused (rate), refused (monthly),
+-- the number of hours, then per hour: the hour, the number of bins n, then n pairs (5-second
+-- bin of the hour, calls)
+--
+-- Returns how many key-days the batch was applied to (a key that had seen it is skipped).
 
 local FACTORS = {1, 3, 12, 60, 720}
 local BINS = 720
@@ -21,7 +25,7 @@ local CAP = 2048
 local LOG_CAP = 512
 
 local seen = 's:' .. ARGV[1]
-if tonumber(redis.call('HGET', KEYS[1], seen) or '0') >= tonumber(ARGV[2]) then return 0 end
+local batch = tonumber(ARGV[2])
 
 local function varint(out, n)
   while n >= 128 do
@@ -97,14 +101,10 @@ local function coarsen(level, counts)
   return level + 1, out
 end
 
-redis.call('HINCRBY', KEYS[1], 't', tonumber(ARGV[4]))
-if ARGV[5] ~= '0' then redis.call('HINCRBY', KEYS[1], 'r', tonumber(ARGV[5])) end
-if ARGV[6] ~= '0' then redis.call('HINCRBY', KEYS[1], 'm', tonumber(ARGV[6])) end
-
 -- Folds an hour's log of (bin, calls) pairs (finest bins) into its counts.
-local function fold(hour, log)
+local function fold(key, hour, log)
   local field = string.format('h%02d', hour)
-  local kept = redis.call('HGET', KEYS[1], field)
+  local kept = redis.call('HGET', key, field)
   local level, counts
   if kept then
     level, counts = decode(kept)
@@ -136,29 +136,52 @@ local function fold(hour, log)
     level, counts = coarsen(level, counts)
     enc = encode(level, counts)
   end
-  redis.call('HSET', KEYS[1], field, enc)
+  redis.call('HSET', key, field, enc)
 end
 
-local i = 7
-while i <= #ARGV do
-  local hour = tonumber(ARGV[i])
-  local n = tonumber(ARGV[i + 1])
-  local pairs = {}
-  for p = 0, n - 1 do
-    varint(pairs, tonumber(ARGV[i + 2 + 2 * p]))
-    varint(pairs, tonumber(ARGV[i + 3 + 2 * p]))
+-- One key-day's part of ARGV from i; returns where the next one starts and whether it applied.
+local function addOne(key, i)
+  local keepUntil = tonumber(ARGV[i])
+  local hours = tonumber(ARGV[i + 4])
+  local apply = tonumber(redis.call('HGET', key, seen) or '0') < batch
+  if apply then
+    redis.call('HINCRBY', key, 't', tonumber(ARGV[i + 1]))
+    if ARGV[i + 2] ~= '0' then redis.call('HINCRBY', key, 'r', tonumber(ARGV[i + 2])) end
+    if ARGV[i + 3] ~= '0' then redis.call('HINCRBY', key, 'm', tonumber(ARGV[i + 3])) end
   end
-  local logField = string.format('a%02d', hour)
-  local log = (redis.call('HGET', KEYS[1], logField) or '') .. bytes(pairs)
-  if #log > LOG_CAP then
-    fold(hour, log)
-    redis.call('HDEL', KEYS[1], logField)
-  else
-    redis.call('HSET', KEYS[1], logField, log)
+  i = i + 5
+  for _ = 1, hours do
+    local hour = tonumber(ARGV[i])
+    local n = tonumber(ARGV[i + 1])
+    if apply then
+      local pairs = {}
+      for p = 0, n - 1 do
+        varint(pairs, tonumber(ARGV[i + 2 + 2 * p]))
+        varint(pairs, tonumber(ARGV[i + 3 + 2 * p]))
+      end
+      local logField = string.format('a%02d', hour)
+      local log = (redis.call('HGET', key, logField) or '') .. bytes(pairs)
+      if #log > LOG_CAP then
+        fold(key, hour, log)
+        redis.call('HDEL', key, logField)
+      else
+        redis.call('HSET', key, logField, log)
+      end
+    end
+    i = i + 2 + 2 * n
   end
-  i = i + 2 + 2 * n
+  if apply then
+    redis.call('HSET', key, seen, ARGV[2])
+    redis.call('PEXPIREAT', key, keepUntil)
+  end
+  return i, apply
 end
 
-redis.call('HSET', KEYS[1], seen, ARGV[2])
-redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]))
-return 1
+local applied = 0
+local i = 3
+for k = 1, #KEYS do
+  local ok
+  i, ok = addOne(KEYS[k], i)
+  if ok then applied = applied + 1 end
+end
+return applied
