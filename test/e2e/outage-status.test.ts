@@ -32,16 +32,18 @@ describe('a server outage as the operator watches it (issue #41)', () => {
       traffic: { series: Record<string, number[]> }
     }
 
-  it('502s from the server: upstream_5xx in the metrics and the chart, flagged within 10 s with since when; the recovery says how long it lasted', async () => {
+  it('502s from the server: upstream_5xx in the metrics and the chart, flagged after 3 failed calls in a row with since when; the recovery says how long it lasted', async () => {
     for (let i = 0; i < 5; i++)
       expect((await send(gw.port, { path: '/api/v2.1/user/' })).status).toBe(200)
     expect((await status()).alerts).toEqual([])
     down = true
     const started = Date.now()
-    for (let i = 0; i < 4; i++)
+    for (let i = 0; i < 3; i++)
       expect((await send(gw.port, { path: '/api/v2.1/user/' })).status).toBe(502)
+    // Three in a row are enough: no wait on a window of time (SPEC: within seconds).
+    expect((await status()).upstream.state).toBe('failing')
+    expect((await send(gw.port, { path: '/api/v2.1/user/' })).status).toBe(502)
     const s = await status()
-    expect(Date.now() - started).toBeLessThan(10_000)
     expect(s.upstream.state).toBe('failing')
     expect(s.alerts).toEqual([expect.objectContaining({ kind: 'server' })])
     expect(s.alerts[0]!.since_ms).toBeGreaterThanOrEqual(started)
