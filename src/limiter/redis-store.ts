@@ -19,6 +19,7 @@ import {
 import { keys } from './keys.js'
 import type { Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
+import { checkAnswers } from './pipeline.js'
 import { StoreError } from './store-error.js'
 import { TurnBatch } from './turn-batch.js'
 
@@ -448,11 +449,7 @@ export class RedisStore implements LimiterStore {
     }
     const pipeline = this.client.pipeline() as unknown as ScriptPipeline
     for (const c of calls) pipeline['basegateLedgerAdd']!(1, ...c.keys, ...c.argv)
-    const results = await this.timed(pipeline.exec())
-    const failed = (results ?? []).find(([err]) => err !== null)
-    if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
-    if ((results ?? []).length < calls.length)
-      throw new StoreError('redis: the pipeline was cut short')
+    checkAnswers(await this.timed(pipeline.exec()), calls.length)
   }
 
   /** give-back.lua on one slot's windows; see its header for the arguments. */

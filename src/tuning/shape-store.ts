@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
-import { StoreError } from '../limiter/store-error.js'
+import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
 import { daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
 import {
@@ -254,12 +254,11 @@ export class RedisShapeStore implements ShapeStore {
    * Redis, PER_CALL at a time; on a Cluster, grouped by slot), and their index entries.
    */
   private async write(piece: ShapeWrite[], id: BatchId): Promise<void> {
-    const shards = new Map<string, { members: string[]; expireAtMs: number }>()
-    for (const w of piece) {
-      const s = shards.get(w.index)
-      if (s === undefined) shards.set(w.index, { members: [w.sid], expireAtMs: w.expireAtMs })
-      else s.members.push(w.sid)
-    }
+    const shards = indexShards(piece, (w) => ({
+      index: w.index,
+      member: w.sid,
+      expireAtMs: w.expireAtMs,
+    }))
     const calls: ShapeWrite[][] = []
     if (this.client instanceof Cluster) {
       const bySlot = new Map<number, ShapeWrite[]>()
@@ -283,25 +282,15 @@ export class RedisShapeStore implements ShapeStore {
       const cluster = this.client
       await Promise.all([
         ...calls.map((ws) => c['basegateShapeAdd']!(...(argsOf(ws) as [number, ...string[]]))),
-        ...[...shards].map(([k, s]) =>
-          cluster
-            .multi()
-            .sadd(k, ...s.members)
-            .pexpireat(k, s.expireAtMs)
-            .exec()
-        ),
+        ...writeIndexOnCluster(cluster, shards),
       ])
       return
     }
     const p = this.client.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> &
       ReturnType<Redis['pipeline']>
     for (const ws of calls) p['basegateShapeAdd']!(...argsOf(ws))
-    for (const [k, s] of shards) p.sadd(k, ...s.members).pexpireat(k, s.expireAtMs)
-    const results = (await p.exec()) ?? []
-    const failed = results.find(([err]) => err !== null)
-    if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
-    if (results.length < calls.length + 2 * shards.size)
-      throw new StoreError('redis: the pipeline was cut short')
+    const sent = calls.length + queueIndex(p, shards)
+    checkAnswers(await p.exec(), sent)
   }
 
   async seriesOf(day: string, max: number): Promise<{ series: string[]; more: boolean }> {

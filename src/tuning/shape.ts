@@ -73,28 +73,35 @@ export function encodeFreshHour(bins: ReadonlyMap<number, number>): Buffer {
   return Buffer.from(out)
 }
 
+/** A reader of the LEB128 varints of `b` from byte `at` (`what` names it when cut short). */
+function varints(b: Uint8Array, at: number, what: string): { next(): number; more(): boolean } {
+  return {
+    next(): number {
+      let n = 0
+      let mul = 1
+      for (;;) {
+        const byte = b[at++]
+        if (byte === undefined) throw new Error(`${what} cut short`)
+        n += (byte % 128) * mul
+        if (byte < 128) return n
+        mul *= 128
+      }
+    },
+    more: () => at < b.length,
+  }
+}
+
 export function decodeHour(b: Uint8Array): Hour {
   const level = b[0]!
   if (level >= LEVEL_FACTORS.length) throw new Error(`a shape hour at level ${level}`)
   const counts = new Uint32Array(binsAt(level))
-  let at = 2
-  const next = (): number => {
-    let n = 0
-    let mul = 1
-    for (;;) {
-      const byte = b[at++]
-      if (byte === undefined) throw new Error('a shape hour cut short')
-      n += (byte % 128) * mul
-      if (byte < 128) return n
-      mul *= 128
-    }
-  }
-  if (b[1] === 0) for (let i = 0; i < counts.length; i++) counts[i] = next()
+  const v = varints(b, 2, 'a shape hour')
+  if (b[1] === 0) for (let i = 0; i < counts.length; i++) counts[i] = v.next()
   else {
     let i = -1
-    while (at < b.length) {
-      i += next()
-      counts[i] = next()
+    while (v.more()) {
+      i += v.next()
+      counts[i] = v.next()
     }
   }
   return { level, counts }
@@ -126,21 +133,10 @@ export function addToHour(kept: Hour | null, bins: ReadonlyMap<number, number>):
 /** A log of (finest bin, calls) varint pairs (shape-add.lua's `aHH`), as bins. */
 export function decodeLog(b: Uint8Array): Map<number, number> {
   const out = new Map<number, number>()
-  let at = 0
-  const next = (): number => {
-    let n = 0
-    let mul = 1
-    for (;;) {
-      const byte = b[at++]
-      if (byte === undefined) throw new Error('a shape log cut short')
-      n += (byte % 128) * mul
-      if (byte < 128) return n
-      mul *= 128
-    }
-  }
-  while (at < b.length) {
-    const bin = next()
-    out.set(bin, (out.get(bin) ?? 0) + next())
+  const v = varints(b, 0, 'a shape log')
+  while (v.more()) {
+    const bin = v.next()
+    out.set(bin, (out.get(bin) ?? 0) + v.next())
   }
   return out
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
-import { StoreError } from '../limiter/store-error.js'
+import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
 import { addDays, daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
 
@@ -159,37 +159,25 @@ export class RedisUsageStore implements UsageStore {
    */
   private async write(piece: Write[], id: BatchId): Promise<void> {
     const args = (w: Write) => [w.key, id.instance, id.seq, w.expireAtMs, ...w.fields]
-    const shards = new Map<string, { members: string[]; expireAtMs: number }>()
-    for (const w of piece) {
-      const k = this.prefix + keys.usageIndex(w.month, w.uuid)
-      const s = shards.get(k)
-      if (s === undefined) shards.set(k, { members: [w.uuid], expireAtMs: w.expireAtMs })
-      else s.members.push(w.uuid)
-    }
+    const shards = indexShards(piece, (w) => ({
+      index: this.prefix + keys.usageIndex(w.month, w.uuid),
+      member: w.uuid,
+      expireAtMs: w.expireAtMs,
+    }))
     if (this.client instanceof Cluster) {
       const cluster = this.client
       const add: AddCommand = (...a) =>
         (cluster as unknown as Record<string, AddCommand>)['basegateUsageAdd']!(...a)
       await Promise.all([
         ...piece.map((w) => add(1, ...args(w))),
-        ...[...shards].map(([k, s]) =>
-          cluster
-            .multi()
-            .sadd(k, ...s.members)
-            .pexpireat(k, s.expireAtMs)
-            .exec()
-        ),
+        ...writeIndexOnCluster(cluster, shards),
       ])
       return
     }
     const p = this.client.pipeline() as unknown as AddPipeline & ReturnType<Redis['pipeline']>
     for (const w of piece) p['basegateUsageAdd']!(1, ...args(w))
-    for (const [k, s] of shards) p.sadd(k, ...s.members).pexpireat(k, s.expireAtMs)
-    const results = (await p.exec()) ?? []
-    const failed = results.find(([err]) => err !== null)
-    if (failed) throw new StoreError(`redis: ${failed[0]!.message}`, { cause: failed[0] })
-    if (results.length < piece.length + 2 * shards.size)
-      throw new StoreError('redis: the pipeline was cut short')
+    const sent = piece.length + queueIndex(p, shards)
+    checkAnswers(await p.exec(), sent)
   }
 
   async read(uuid: string, from: string, to: string): Promise<Map<string, number>> {

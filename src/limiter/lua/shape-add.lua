@@ -61,12 +61,8 @@ local function encode(level, counts)
   return bytes(dense)
 end
 
-local function decode(s)
-  local level = string.byte(s, 1)
-  local size = BINS / FACTORS[level + 1]
-  local counts = {}
-  for i = 1, size do counts[i] = 0 end
-  local at = 3
+-- A reader of the varints of s from byte `at`: the next one, and whether any are left.
+local function varints(s, at)
   local len = #s
   local function nextv()
     local n, mul = 0, 1
@@ -78,11 +74,20 @@ local function decode(s)
       mul = mul * 128
     end
   end
+  return nextv, function() return at <= len end
+end
+
+local function decode(s)
+  local level = string.byte(s, 1)
+  local size = BINS / FACTORS[level + 1]
+  local counts = {}
+  for i = 1, size do counts[i] = 0 end
+  local nextv, more = varints(s, 3)
   if string.byte(s, 2) == 0 then
     for i = 1, size do counts[i] = nextv() end
   else
     local i = 0
-    while at <= len do
+    while more() do
       i = i + nextv()
       counts[i] = nextv()
     end
@@ -114,18 +119,8 @@ local function fold(key, hour, log)
     for b = 1, BINS do counts[b] = 0 end
   end
   local f = FACTORS[level + 1]
-  local at, len = 1, #log
-  local function nextv()
-    local n, mul = 0, 1
-    while true do
-      local b = string.byte(log, at)
-      at = at + 1
-      n = n + (b % 128) * mul
-      if b < 128 then return n end
-      mul = mul * 128
-    end
-  end
-  while at <= len do
+  local nextv, more = varints(log, 1)
+  while more() do
     local bin = nextv()
     local n = nextv()
     local j = math.floor(bin / f) + 1
