@@ -27,6 +27,8 @@ export interface BatchOps<B> {
    * changes nothing that landed. Rejects when any part may not have landed.
    */
   write(b: B, id: BatchId): Promise<void>
+  /** What the owner's bound left out of the batch (calls), zeroed as it is taken. */
+  takeDropped?(b: B): number
 }
 
 export interface RecorderOptions {
@@ -37,6 +39,8 @@ export interface RecorderOptions {
   onError?: (err: unknown) => void
   /** A write landed after at least one had failed. */
   onBack?: () => void
+  /** Calls a batch's bound left out, told once a write (its owner's takeDropped). */
+  onDropped?: (calls: number) => void
 }
 
 /** A fresh id for this process's writes (its recorders share it: their keys differ). */
@@ -91,6 +95,8 @@ export class BatchedRecorder<B> {
 
   private async writeInDoubt(): Promise<boolean> {
     const d = this.inDoubt!
+    const dropped = this.ops.takeDropped?.(d.batch) ?? 0
+    if (dropped > 0) this.opts.onDropped?.(dropped)
     try {
       await this.ops.write(d.batch, { instance: this.opts.instance, seq: d.seq })
     } catch (err) {
@@ -124,5 +130,43 @@ export class BatchedRecorder<B> {
       // A real timer: the process must stay up for this bounded wait (the clock's are unref'd).
       await new Promise<void>((r) => setTimeout(r, 250))
     }
+  }
+}
+
+/** BatchOps.takeDropped for a batch that keeps its tally in `dropped`. */
+export function takeDropped(b: { dropped: number }): number {
+  const n = b.dropped
+  b.dropped = 0
+  return n
+}
+
+/**
+ * A recorder's face to its owner, for the four built on a BatchedRecorder (the day counts, the
+ * late ledger, the upgrade report, the tuning evidence): write now, on a timer, at a stop.
+ */
+export abstract class BatchedFront<B> {
+  protected readonly recorder: BatchedRecorder<B>
+
+  constructor(ops: BatchOps<B>, opts: RecorderOptions) {
+    this.recorder = new BatchedRecorder<B>(ops, opts)
+  }
+
+  /** Writes what was counted; what failed is kept and written when the store answers. */
+  flush(): Promise<boolean> {
+    return this.recorder.flush()
+  }
+
+  start(everyMs: number): void {
+    this.recorder.start(everyMs)
+  }
+
+  /** Writes what is held within `waitMs`; the calls that could not be written. */
+  stop(waitMs = 0): Promise<number> {
+    return this.recorder.stop(waitMs)
+  }
+
+  /** Calls not yet known to be written (the open batch and the one in doubt). */
+  get pending(): number {
+    return this.recorder.pending
   }
 }

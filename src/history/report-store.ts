@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { Cluster, Redis } from 'ioredis'
-import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
+import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { StoreError } from '../limiter/store-error.js'
 import type { BatchId } from '../types.js'
 
@@ -252,12 +252,11 @@ interface Open {
  * keys would need a slot of their own in Redis Cluster (one more cross-slot step per call), and
  * a report a few seconds late loses nothing an operator needs.
  */
-export class UpgradeRecorder {
+export class UpgradeRecorder extends BatchedFront<Open> {
   private readonly recent = new RecentPairs()
-  private readonly recorder: BatchedRecorder<Open>
 
   constructor(store: ReportStore, opts: RecorderOptions) {
-    this.recorder = new BatchedRecorder<Open>(
+    super(
       {
         empty: () => ({ batch: new Map(), calls: 0 }),
         isEmpty: (o) => o.batch.size === 0,
@@ -278,17 +277,7 @@ export class UpgradeRecorder {
     countKey(b.keys, key, () => this.recent.seenAgain(entryId, key))
   }
 
-  /** Writes what was counted; what failed is kept and written when the store answers. */
-  flush(): Promise<boolean> {
-    return this.recorder.flush()
-  }
-
-  start(everyMs = 2000): void {
-    this.recorder.start(everyMs)
-  }
-
-  /** Writes what is held within `waitMs`; the calls that could not be written. */
-  stop(waitMs = 0): Promise<number> {
-    return this.recorder.stop(waitMs)
+  override start(everyMs = 2000): void {
+    super.start(everyMs)
   }
 }

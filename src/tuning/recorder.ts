@@ -1,4 +1,4 @@
-import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
+import { BatchedFront, takeDropped, type RecorderOptions } from '../batch/recorder.js'
 import { createDayClock, type DayBounds } from '../quota/month.js'
 import { CEILING } from './family.js'
 import { BIN_MS, BINS_PER_HOUR } from './shape.js'
@@ -59,7 +59,6 @@ export interface ShapeRecorderOptions extends RecorderOptions {
   /** monthly.timezone in force (days are its days). */
   timezone: () => string
   maxSeries?: number
-  onDropped?: (calls: number) => void
 }
 
 /** How a call ended at the windows: admitted, or refused by a rate limit or by the month. */
@@ -83,8 +82,7 @@ const emptyPlace = (): Place => ({
   binStartMs: 0,
 })
 
-export class ShapeRecorder {
-  private readonly recorder: BatchedRecorder<Open>
+export class ShapeRecorder extends BatchedFront<Open> {
   private zone = ''
   private dayOf: (nowMs: number) => DayBounds = () => {
     throw new Error('no zone')
@@ -100,22 +98,17 @@ export class ShapeRecorder {
     store: ShapeStore,
     private readonly opts: ShapeRecorderOptions
   ) {
-    this.maxSeries = opts.maxSeries ?? MAX_SERIES
-    this.recorder = new BatchedRecorder<Open>(
+    super(
       {
         empty: () => ({ batch: new Map(), series: 0, calls: 0, dropped: 0 }),
         isEmpty: (o) => o.batch.size === 0,
         weight: (o) => o.calls,
-        write: (o, id) => {
-          if (o.dropped > 0) {
-            this.opts.onDropped?.(o.dropped)
-            o.dropped = 0
-          }
-          return store.add(batchOf(o), id)
-        },
+        takeDropped,
+        write: (o, id) => store.add(batchOf(o), id),
       },
       opts
     )
+    this.maxSeries = opts.maxSeries ?? MAX_SERIES
   }
 
   /** A call a key's windows saw (`key`: base:<uuid> or ip:<key>; `family`: tuning/family.ts). */
@@ -173,18 +166,6 @@ export class ShapeRecorder {
     const d = this.day
     if (d !== null && nowMs >= d.startMs && nowMs < d.endMs) return d
     return (this.day = this.dayOf(nowMs))
-  }
-
-  flush(): Promise<boolean> {
-    return this.recorder.flush()
-  }
-
-  start(everyMs: number): void {
-    this.recorder.start(everyMs)
-  }
-
-  stop(waitMs = 0): Promise<number> {
-    return this.recorder.stop(waitMs)
   }
 
   /** Key-days in the open batch (the memory bound's test). */

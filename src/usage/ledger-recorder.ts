@@ -1,4 +1,4 @@
-import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
+import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { keys } from '../limiter/keys.js'
 import type { LedgerBatch, LedgerRef, LimiterStore } from '../types.js'
 
@@ -14,11 +14,9 @@ interface Open {
   calls: number
 }
 
-export class LedgerRecorder {
-  private readonly recorder: BatchedRecorder<Open>
-
+export class LedgerRecorder extends BatchedFront<Open> {
   constructor(store: Pick<LimiterStore, 'addToLedger'>, opts: RecorderOptions) {
-    this.recorder = new BatchedRecorder<Open>(
+    super(
       {
         empty: () => ({ batch: new Map(), calls: 0 }),
         isEmpty: (o) => o.batch.size === 0,
@@ -46,22 +44,5 @@ export class LedgerRecorder {
       else tags.push(inDoubt)
     }
     open.calls++
-  }
-
-  flush(): Promise<boolean> {
-    return this.recorder.flush()
-  }
-
-  start(everyMs: number): void {
-    this.recorder.start(everyMs)
-  }
-
-  stop(waitMs = 0): Promise<number> {
-    return this.recorder.stop(waitMs)
-  }
-
-  /** Calls not yet known to be in the ledger (the status page, tests). */
-  get pending(): number {
-    return this.recorder.pending
   }
 }

@@ -1,4 +1,4 @@
-import { BatchedRecorder, type RecorderOptions } from '../batch/recorder.js'
+import { BatchedFront, takeDropped, type RecorderOptions } from '../batch/recorder.js'
 import { createDayClock, monthBounds, type DayBounds } from '../quota/month.js'
 import type { UsageBatch, UsageStore } from './store.js'
 
@@ -24,12 +24,9 @@ export interface UsageRecorderOptions extends RecorderOptions {
   /** monthly.timezone in force (days are its days). */
   timezone: () => string
   maxSubjects?: number
-  /** Calls of new bases not counted in a batch (past maxSubjects), told once a flush. */
-  onDropped?: (calls: number) => void
 }
 
-export class UsageRecorder {
-  private readonly recorder: BatchedRecorder<Open>
+export class UsageRecorder extends BatchedFront<Open> {
   private zone = ''
   private dayOf: (nowMs: number) => DayBounds = () => {
     throw new Error('no zone')
@@ -44,22 +41,17 @@ export class UsageRecorder {
     store: UsageStore,
     private readonly opts: UsageRecorderOptions
   ) {
-    this.maxSubjects = opts.maxSubjects ?? MAX_SUBJECTS
-    this.recorder = new BatchedRecorder<Open>(
+    super(
       {
         empty: () => ({ batch: new Map(), subjects: 0, calls: 0, dropped: 0 }),
         isEmpty: (o) => o.batch.size === 0,
         weight: (o) => o.calls,
-        write: (o, id) => {
-          if (o.dropped > 0) {
-            this.opts.onDropped?.(o.dropped)
-            o.dropped = 0
-          }
-          return store.add(o.batch, id)
-        },
+        takeDropped,
+        write: (o, id) => store.add(o.batch, id),
       },
       opts
     )
+    this.maxSubjects = opts.maxSubjects ?? MAX_SUBJECTS
   }
 
   /** An admitted call of a base (its 32-hex UUID). */
@@ -96,17 +88,8 @@ export class UsageRecorder {
     return entry.counts
   }
 
-  flush(): Promise<boolean> {
-    return this.recorder.flush()
-  }
-
-  start(everyMs = FLUSH_MS): void {
-    this.recorder.start(everyMs)
-  }
-
-  /** Writes what is held within `waitMs`; the calls that could not be written. */
-  stop(waitMs = 0): Promise<number> {
-    return this.recorder.stop(waitMs)
+  override start(everyMs = FLUSH_MS): void {
+    super.start(everyMs)
   }
 
   /** Bases counted in the open batch (tests, the memory bound). */
