@@ -8,7 +8,7 @@ import { BUCKETS_PER_WINDOW, type MonthlyCharge } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
 import { evalCalls, useRedis } from '../helpers/redis.js'
 import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
-import { systemClock } from '../../src/clock.js'
+import { systemClock, type Clock } from '../../src/clock.js'
 
 const db = useRedis()
 let made = 0
@@ -37,6 +37,42 @@ ledgerContract('RedisStore', {
       prefix: `${db.redis.prefix}${made++}:`,
     }),
 })
+
+/** The gateway's own client and a store with a timeout (200 ms by default), connected. */
+async function timedStore(prefix: string, opts: { timeoutMs?: number; clock?: Clock } = {}) {
+  const { redisClient } = await import('../../src/limiter/redis-client.js')
+  const timeoutMs = opts.timeoutMs ?? 200
+  const client = redisClient({
+    url: db.redis.url,
+    cluster: [],
+    prefix: 'x:',
+    timeoutMs,
+    onError: 'open',
+    leases: false,
+  })
+  const store = new RedisStore(client, {
+    clock: opts.clock ?? systemClock,
+    prefix: `${db.redis.prefix}${prefix}`,
+    timeoutMs,
+  })
+  await new Promise((r) => client.once('ready', r))
+  return { client, store, prefix: `${db.redis.prefix}${prefix}` }
+}
+
+/** A team's monthly charge on day 15 of 2026-11 (its ledger key, its quota key). */
+function monthlyCharge(team: string, endMs: number): MonthlyCharge {
+  return {
+    kind: 'monthly',
+    key: keys.ledger(team, '2026-11'),
+    limit: 100,
+    cls: 'base',
+    endMs,
+    day: '15',
+    month: '2026-11',
+    quotaKey: keys.teamChange(team),
+    team,
+  }
+}
 
 describe('RedisStore against a real redis-server', () => {
   it('keeps one bounded hash per key with a TTL of about one window', async () => {
@@ -257,26 +293,6 @@ describe('the window layout in Redis (issue #14: a running total)', () => {
 describe('RedisStore: a reply sent in time is never a timeout of a late event loop', () => {
   // 200 ms and a loop busy for 800: long enough that Redis answers in time on a machine whose
   // other cores are busy too (at 50 ms a descheduled redis-server was itself the late one).
-  /** The gateway's own client and a store with a 200 ms timeout, connected. */
-  async function timedStore(prefix: string) {
-    const { redisClient } = await import('../../src/limiter/redis-client.js')
-    const client = redisClient({
-      url: db.redis.url,
-      cluster: [],
-      prefix: 'x:',
-      timeoutMs: 200,
-      onError: 'open',
-      leases: false,
-    })
-    const store = new RedisStore(client, {
-      clock: systemClock,
-      prefix: `${db.redis.prefix}${prefix}`,
-      timeoutMs: 200,
-    })
-    await new Promise((r) => client.once('ready', r))
-    return { client, store }
-  }
-
   it('the loop busy for 4 × the timeout while Redis answers: the call is answered, not failed', async () => {
     const { client, store } = await timedStore('late:')
     try {
@@ -339,20 +355,9 @@ describe('RedisStore: a reply sent in time is never a timeout of a late event lo
 // when it woke: one call counted twice.
 describe('RedisStore: a deadline is never later than the caller gives up', () => {
   it('after an answer that ran 150 ms late, a call frozen 280 ms (timeout 200) does not charge', async () => {
-    const { redisClient } = await import('../../src/limiter/redis-client.js')
-    const client = redisClient({
-      url: db.redis.url,
-      cluster: [],
-      prefix: 'x:',
-      timeoutMs: 200,
-      onError: 'open',
-      leases: false,
-    })
-    await new Promise((r) => client.once('ready', r))
     let shift = 0
     const clock = { ...systemClock, now: () => Date.now() + shift }
-    const prefix = `${db.redis.prefix}offset:`
-    const store = new RedisStore(client, { clock, prefix, timeoutMs: 200 })
+    const { client, store, prefix } = await timedStore('offset:', { clock })
     const admin = db.client()
     const sleep = (s: number) => admin.call('DEBUG', 'SLEEP', String(s))
     try {
@@ -389,17 +394,7 @@ describe('RedisStore: a call owed in doubt is written once', () => {
     const team = 'doubtful'
     const END = Date.now() + 10 * 86_400_000
     const ref = { team, month: '2026-11', endMs: END }
-    const monthly: MonthlyCharge = {
-      kind: 'monthly',
-      key: keys.ledger(team, '2026-11'),
-      limit: 100,
-      cls: 'base',
-      endMs: END,
-      day: '15',
-      month: '2026-11',
-      quotaKey: keys.teamChange(team),
-      team,
-    }
+    const monthly = monthlyCharge(team, END)
     for (let i = 0; i < 3; i++)
       expect((await store.consume([monthly], Date.now())).allowed).toBe(true)
     // The tags its three checks were sent with (the store's id and numbers 1 to 3).
@@ -423,36 +418,15 @@ describe('RedisStore: a call owed in doubt is written once', () => {
 
 describe('RedisStore: an unanswered check with a month says what it may have charged', () => {
   it('a monthly check frozen past the timeout fails with its tag; the guarded store’s local decision carries it', async () => {
-    const { redisClient } = await import('../../src/limiter/redis-client.js')
     const { GuardedStore } = await import('../../src/limiter/guarded-store.js')
-    const c = redisClient({
-      url: db.redis.url,
-      cluster: [],
-      prefix: 'x:',
-      timeoutMs: 150,
-      onError: 'open',
-      leases: false,
-    })
-    await new Promise((r) => c.once('ready', r))
-    const prefix = `${db.redis.prefix}tagged:`
-    const store = new RedisStore(c, { clock: systemClock, prefix, timeoutMs: 150 })
+    const { client: c, store } = await timedStore('tagged:', { timeoutMs: 150 })
     const guarded = new GuardedStore(store, {
       clock: systemClock,
       onError: 'open',
       fallback: new MemoryStore(),
     })
     const team = 'frozen'
-    const monthly: MonthlyCharge = {
-      kind: 'monthly',
-      key: keys.ledger(team, '2026-11'),
-      limit: 100,
-      cls: 'base',
-      endMs: Date.now() + 86_400_000,
-      day: '15',
-      month: '2026-11',
-      quotaKey: keys.teamChange(team),
-      team,
-    }
+    const monthly = monthlyCharge(team, Date.now() + 86_400_000)
     const admin = db.client()
     try {
       await store.consume([monthly], Date.now()) // the offset known (tag 1)
