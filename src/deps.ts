@@ -3,13 +3,8 @@ import type { Clock } from './clock.js'
 import { GuardedStore } from './limiter/guarded-store.js'
 import { LeasingStore } from './limiter/leases.js'
 import { MemoryStore } from './limiter/memory-store.js'
-import {
-  lastConnectionError,
-  redisClient,
-  storeAddress,
-  storeKindOf,
-} from './limiter/redis-client.js'
-import { RedisStore } from './limiter/redis-store.js'
+import { lastConnectionError, redisClient, storeKindOf } from './limiter/redis-client.js'
+import { answerWithin, RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { MemoryChangeStore, RedisChangeStore, type ChangeStore } from './config/changes.js'
@@ -31,6 +26,42 @@ export interface Stores {
   kind: StoreKind
   /** The store connection's last error (`connect ECONNREFUSED …`), for the lines that say it is down. */
   connectionError(): string | undefined
+  /**
+   * SPEC §4: a small write to the store: null when it landed, else the store's words (a store
+   * that answers PING but refuses writes, `OOM`, `READONLY`, `MISCONF`, is failing).
+   */
+  probe(): Promise<string | null>
+}
+
+/** What a failed store call says: the store's own reply (`OOM …`), else the socket's error. */
+export function storeWords(err: unknown, client?: Redis | Cluster): string {
+  const e = (err as { cause?: unknown } | null)?.cause ?? err
+  const reply = e as { name?: string; message?: string } | null
+  if (reply?.name === 'ReplyError' && typeof reply.message === 'string')
+    return reply.message.split('\n')[0]!
+  const socket = client === undefined ? undefined : lastConnectionError(client)
+  if (socket !== undefined && client?.status !== 'ready') return socket
+  const message = (e as { message?: unknown } | null)?.message
+  return typeof message === 'string' ? message.split('\n')[0]! : String(e)
+}
+
+/** How long a probe may take before the store counts as not answering it. */
+const PROBE_TIMEOUT_MS = 1_000
+
+/** The probe: `SET <prefix>probe` with a short expiry, within PROBE_TIMEOUT_MS. */
+function probeOf(
+  client: Redis | Cluster,
+  prefix: string,
+  clock: Clock
+): () => Promise<string | null> {
+  return async () => {
+    try {
+      await answerWithin(client.set(`${prefix}probe`, '1', 'PX', 15_000), PROBE_TIMEOUT_MS, clock)
+      return null
+    } catch (err) {
+      return storeWords(err, client)
+    }
+  }
 }
 
 /** The one place that picks the store implementation (memory, Redis, or Redis Cluster). */
@@ -38,7 +69,9 @@ export function createStore(
   config: Config,
   logger: Logger,
   clock: Clock,
-  metrics?: Metrics
+  metrics?: Metrics,
+  /** Every rate-limit store call's end: null when it answered, else the store's words. */
+  onCall?: (error: string | null) => void
 ): Stores {
   const s = config.store
   const kind = storeKindOf(s)
@@ -48,18 +81,21 @@ export function createStore(
     )
     const usage = new MemoryUsageStore()
     metrics?.watchUsageForgotten(() => usage.forgotten)
+    const store = new MemoryStore({ maxKeys: s.memoryKeys })
+    metrics?.watchMemoryDropped(() => store.dropped)
     return {
-      store: new MemoryStore(),
+      store,
       changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
       usage,
       shapes: new MemoryShapeStore(),
       kind: 'memory',
       connectionError: () => undefined,
+      probe: async () => null,
     }
   }
   const client = redisClient(s)
-  const guarded = guardedRedisStore(client, config, logger, clock, metrics)
+  const guarded = guardedRedisStore(client, config, clock, metrics, onCall)
   // Leases sit outside the guard: a call a held share admits needs neither the over-limit
   // cache nor the store, and shares stay good while the store is down (they were charged).
   const leasing = s.leases
@@ -87,6 +123,7 @@ export function createStore(
     shapes: new RedisShapeStore(client, s.prefix),
     kind,
     connectionError: () => lastConnectionError(client),
+    probe: probeOf(client, s.prefix, clock),
   }
 }
 
@@ -94,11 +131,13 @@ export function createStore(
 function guardedRedisStore(
   client: Redis | Cluster,
   config: Config,
-  logger: Logger,
   clock: Clock,
-  metrics?: Metrics
+  metrics?: Metrics,
+  onCall?: (error: string | null) => void
 ): GuardedStore {
   const s = config.store
+  const fallback = new MemoryStore({ maxKeys: s.memoryKeys })
+  metrics?.watchMemoryDropped(() => fallback.dropped)
   return new GuardedStore(
     new RedisStore(client, {
       prefix: s.prefix,
@@ -109,22 +148,17 @@ function guardedRedisStore(
     {
       onError: s.onError,
       clock,
-      fallback: new MemoryStore(),
-      onOutage: (down, err) => {
-        const store = storeAddress(s)
-        if (!down) return logger.info({ store }, 'store available again')
-        // Issue #34: the store's address and the socket's own error, not the client's wording
-        // of a refused command (and no stack: it says nothing an operator can act on).
-        const error = lastConnectionError(client) ?? (err as Error | undefined)?.message
-        logger.error({ store, error, on_error: s.onError }, 'store unavailable')
-      },
-      observe: metrics && {
-        call: (seconds, ok) => {
-          metrics.storeDuration.observe(seconds)
-          if (!ok) metrics.storeErrors.inc()
+      fallback,
+      // The store's state (its episodes told once each, observe/store-state.ts) is fed every
+      // call's end: the store's own words (`OOM …`) where it refused, the socket's otherwise.
+      observe: {
+        call: (seconds, ok, err) => {
+          metrics?.storeDuration.observe(seconds)
+          if (!ok) metrics?.storeErrors.inc()
+          onCall?.(ok ? null : storeWords(err, client))
         },
-        fallback: () => metrics.fallbackDecisions.inc(),
-        cached: () => metrics.cachedRefusals.inc(),
+        fallback: () => metrics?.fallbackDecisions.inc(),
+        cached: () => metrics?.cachedRefusals.inc(),
       },
     }
   )

@@ -3,11 +3,13 @@
 const MASK = '****'
 
 /**
- * Query parameters that carry a secret in a store URL: ioredis reads `password` (and `pass`,
- * `username`) from the query as well as from the user info (issue #39 item 5: a Redis
- * password given as `?password=` showed in the log, /v1/config and /v1/status).
+ * Query parameters named like a secret (SPEC §7): ioredis reads `password` (and `pass`,
+ * `username`) from the query as well as from the user info (issue #39 item 5), and an upstream
+ * URL may carry `?key=` or `?api_key=` (issue #46). Any name that is, or contains, one of these
+ * words is masked: masking one parameter too many costs nothing, one too few leaks a secret.
  */
-const SECRET_PARAMS = /^(password|pass|passwd|pwd|secret|token|auth|username|user)$/i
+const SECRET_PARAMS =
+  /^(pass|passwd|pwd|user|username|sig)$|password|secret|token|key|auth|credential|signature/i
 
 /**
  * A URL with its secrets hidden: the user info (redis://:secret@host → redis://****@host) and

@@ -91,7 +91,7 @@ export interface SizeLimits {
   clientShare: number
   /** As the file wrote it (`1/8`), for /v1/config. */
   clientShareText: string
-  /** SPEC §4: bytes per second a body must arrive at, over any 5 s after its first 5 s; 0 = no floor. */
+  /** SPEC §4: bytes per second a body must average since its first byte (judged from its 10th second); 0 = no floor. */
   minBodyRate: number
 }
 
@@ -148,6 +148,12 @@ export interface Config {
     maxConnectionsPerClient: number
     /** SPEC §4: an unchecked body announcing at most this is read whole before a connection is taken; 0 = never. */
     bufferRequestBytes: number
+    /** SPEC §4: an answer's bytes held in memory while its client reads slowly (then a temporary file); 0 = streamed. */
+    bufferResponseBytes: number
+    /** SPEC §4: a tunnel with no byte either way for this long is closed. */
+    tunnelIdleMs: number
+    /** SPEC §4: WebSocket tunnels open at once (this process's, with workers its share). */
+    maxTunnels: number
   }
   store: {
     url: string
@@ -157,6 +163,8 @@ export interface Config {
     onError: OnStoreError
     /** Issue #14: hot keys take shares of their window (limiter/leases.ts). */
     leases: boolean
+    /** SPEC §4: windows the in-memory store keeps at most (the idlest dropped past it). */
+    memoryKeys: number
   }
   clientIp: { trustedProxies: readonly string[]; ipv6Prefix: number }
   rateLimits: {
@@ -182,6 +190,8 @@ export interface Config {
   /** SPEC §2: never limited, never charged, no x-ratelimit headers. */
   allow: { clients: readonly string[]; bases: readonly string[] }
   sizeLimits: SizeLimits
+  /** SPEC §4 "Nothing a stranger sends outlives its window". */
+  usage: { keepAfter: number }
   monthly: MonthlyConfig
   /** SPEC §8: the server's version, "X.Y" or "auto" (/server-info/). */
   server: { version: string }

@@ -1,9 +1,32 @@
 import type { Hono } from 'hono'
+import type { HealthView } from '../observe/health.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { LimiterStore, OnStoreError, StoreKind } from '../types.js'
 
+/** The store's state as the admin API reads it (observe/store-state.ts). */
+export interface StoreStateView {
+  /** Probes now (a write): whether the store took it; the result feeds the state. */
+  check(): Promise<boolean>
+  readonly up: boolean
+  view(): HealthView
+}
+
+/**
+ * Whether the store answers now: a live probe (a write), and the state not failing. Without a
+ * state (tests of the admin app alone), the store's own ready().
+ */
+export async function storeUp(
+  store: Pick<LimiterStore, 'ready'>,
+  state: StoreStateView | undefined
+): Promise<boolean> {
+  if (state === undefined) return store.ready()
+  const live = await state.check()
+  return live && state.up
+}
+
 export interface ProbeDeps {
   store: LimiterStore
+  storeState?: StoreStateView
   metrics: Metrics
   storeKind: StoreKind
   onError: () => OnStoreError
@@ -28,7 +51,7 @@ export function probeRoutes(app: Hono, deps: ProbeDeps): void {
     if (deps.draining()) return c.json({ status: 'draining', store: 'unknown' }, 503)
     if (deps.workersServing?.() === 0) return c.json({ status: 'unready', workers: 0 }, 503)
     if (deps.storeKind === 'memory') return c.json({ status: 'ready', store: 'memory' })
-    const up = await deps.store.ready()
+    const up = await storeUp(deps.store, deps.storeState)
     const ready = up || deps.onError() === 'open'
     return c.json(
       { status: ready ? 'ready' : 'unready', store: up ? 'up' : 'down' },

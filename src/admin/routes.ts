@@ -22,6 +22,7 @@ import { createTuningSummary, tuningRoutes } from './tuning.js'
 import { MemoryShapeStore, type ShapeStore } from '../tuning/shape-store.js'
 import { MemoryUsageStore, type UsageStore } from '../usage/store.js'
 import { overrideRoutes } from './overrides.js'
+import type { StoreStateView } from './probes.js'
 
 // SPEC §7: the admin listener. JSON answers; errors `{"error_msg": ...}`.
 
@@ -48,6 +49,8 @@ export interface AdminDeps {
   /** Re-reads the config file (the same path as SIGHUP and a file change). */
   reload: () => Promise<{ ok: true } | { ok: false; problems: ConfigProblem[] }>
   storeKind?: StoreKind
+  /** SPEC §7: the store's state (observe/store-state.ts); without it, the store's ready(). */
+  storeState?: StoreStateView
   draining?: () => boolean
   /** Every time the admin API reads (the system's clock by default). */
   clock: Clock
@@ -89,6 +92,7 @@ function statusRoute(
     holder: deps.holder,
     store: deps.store,
     storeKind: deps.storeKind ?? 'memory',
+    storeState: deps.storeState,
     now,
     clock,
     usage: deps.usage ?? NO_USAGE,
@@ -163,6 +167,7 @@ export function createAdminApp(deps: AdminDeps): Hono {
 
   probeRoutes(app, {
     store,
+    storeState: deps.storeState,
     metrics,
     storeKind: deps.storeKind ?? 'memory',
     onError: (): OnStoreError => holder.current.config.store.onError,

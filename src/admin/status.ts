@@ -5,8 +5,9 @@ import { HISTORY } from '../history/match.js'
 import { upgradeReport } from '../history/report.js'
 import { compareVersions } from '../history/version.js'
 import type { Busy, StatusCounts } from '../observe/status-recorder.js'
-import { Episodes } from '../observe/health.js'
+import { storeUp, type StoreStateView } from './probes.js'
 import type { TuningSummary } from './tuning.js'
+import { HEALTHY } from '../observe/health.js'
 import { hyphenated } from './usage-history.js'
 import { REFUSAL_OF } from '../observe/metrics.js'
 import type { ProtectState } from '../protect/protector.js'
@@ -38,8 +39,8 @@ export interface StatusDeps {
   protect: () => Promise<ProtectState | null>
   history: HistoryDeps
   workers: () => number
-  /** Issue #41: the store's trouble, since when, and the last that ended (fed by each status read). */
-  storeHealth: Episodes
+  /** SPEC §7: the store's state (failing or answering, its episodes, the store's words). */
+  storeState?: StoreStateView
   /** SPEC §11: each limit in force beside the keys' busiest minutes (null until worked out). */
   tuning?: () => TuningSummary | null
 }
@@ -208,17 +209,14 @@ export async function statusJson(deps: StatusDeps) {
   const none = { next: laterReleases(server)[0] ?? null, upgrade_report: null, next_breaking: null }
   // A store that does not answer: its counts are not shown as zeroes (the local fallback's),
   // and the page says they are unknown.
-  const ready = await answered(deps.clock, deps.store.ready(), false)
+  const ready = await answered(deps.clock, storeUp(deps.store, deps.storeState), false)
   const shared = ready || deps.storeKind === 'memory'
   const [teams, upgrade] = shared
     ? await Promise.all([teamMonths(deps), answered(deps.clock, upgrades(deps, server, t), none)])
     : [unknownMonths(deps), { ...none, unavailable: true }]
   const upstream = upstreamHealth(counts.upstream)
-  if (deps.storeKind !== 'memory') {
-    if (ready) deps.storeHealth.end(t)
-    else deps.storeHealth.begin(t)
-  }
-  const store = { kind: deps.storeKind, ready, ...deps.storeHealth.view() }
+  const health = deps.storeState?.view() ?? HEALTHY
+  const store = { kind: deps.storeKind, ready, ...health }
   return {
     version: deps.version,
     uptime_s: Math.round((t - deps.startedMs) / 1000),
@@ -248,7 +246,7 @@ interface Alert {
 /** What the page's header flags in red (issues #34, #41): a store or a server in trouble. */
 function alertsOf(
   config: ConfigHolder['current']['config'],
-  store: { kind: StoreKind; ready: boolean; since_ms: number | null },
+  store: { kind: StoreKind; ready: boolean; since_ms: number | null; error: string | null },
   upstream: ReturnType<typeof upstreamHealth>
 ): Alert[] {
   const out: Alert[] = []
@@ -257,9 +255,11 @@ function alertsOf(
       config.store.onError === 'open'
         ? 'on_error: open, so each instance limits alone and team months catch up when it answers'
         : 'on_error: closed, so calls get 503'
+    // SPEC §4: with the store's own words (`OOM command not allowed …` refuses writes).
+    const words = store.error === null ? 'does not answer' : `fails: ${store.error}`
     out.push({
       kind: 'store',
-      text: `the store (${storeAddress(config.store)}) does not answer: ${effect}`,
+      text: `the store (${storeAddress(config.store)}) ${words}; ${effect}`,
       since_ms: store.since_ms,
     })
   }
@@ -303,8 +303,7 @@ const PAGE_HEADERS = {
   'cache-control': 'no-store',
 }
 
-export function statusRoutes(app: Hono, given: Omit<StatusDeps, 'storeHealth'>): void {
-  const deps: StatusDeps = { ...given, storeHealth: new Episodes() }
+export function statusRoutes(app: Hono, deps: StatusDeps): void {
   app.get('/v1/status', async (c) => c.json(await statusJson(deps)))
   // The page draws /v1/status in the browser; no asset comes from anywhere else, nothing runs
   // but its own script, and no other site may frame it (clickjacking a state change).

@@ -58,6 +58,7 @@ function filled(file: LimitsFile) {
     admin: { ...D.admin, ...file.admin },
     upstream: { ...D.upstream, ...file.upstream },
     store: { ...D.store, ...file.store },
+    usage: { ...D.usage, ...file.usage },
     client_ip: { ...D.client_ip, ...file.client_ip },
     size_limits: { ...D.size_limits, ...file.size_limits },
     history: { ...D.history, ...file.history },
@@ -90,6 +91,7 @@ function buildStore(problems: ConfigProblem[], f: Filled): Config['store'] {
     timeoutMs: f.store.timeout_ms,
     onError: f.store.on_error,
     leases: f.store.leases,
+    memoryKeys: f.store.memory_keys,
   }
 }
 
@@ -234,6 +236,9 @@ function buildUpstream(problems: ConfigProblem[], f: Filled): Config['upstream']
     maxConnections: u.max_connections,
     maxConnectionsPerClient: perClient,
     bufferRequestBytes: u.buffer_request_bytes,
+    bufferResponseBytes: u.buffer_response_bytes,
+    tunnelIdleMs: u.tunnel_idle_ms,
+    maxTunnels: u.max_tunnels ?? Math.max(1, Math.floor(u.max_connections / 2)),
   }
 }
 
@@ -332,6 +337,7 @@ export function buildConfig(file: LimitsFile): { config?: Config; problems: Conf
     exempt: f.exempt,
     allow: { clients: allowClients, bases: allowBases },
     sizeLimits: buildSizeLimits(f),
+    usage: { keepAfter: f.usage.keep_after },
     monthly,
     overrides: buildOverrides(problems, file.overrides ?? [], monthly.teams),
     server: { version: parseVersion(f.server.version) ?? 'auto' },

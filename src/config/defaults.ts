@@ -23,6 +23,8 @@ export const DEFAULTS = {
     timeout_ms: 60_000,
     max_connections: 256,
     buffer_request_bytes: 1_048_576,
+    buffer_response_bytes: 262_144,
+    tunnel_idle_ms: 120_000,
   },
   store: {
     url: '',
@@ -31,7 +33,9 @@ export const DEFAULTS = {
     timeout_ms: 100,
     on_error: 'open',
     leases: false,
+    memory_keys: 200_000,
   },
+  usage: { keep_after: 100 },
   client_ip: { trusted_proxies: [] as string[], ipv6_prefix: 64 },
   rate_limits: { ip_ceiling: 'unlimited', rules: [] as unknown[], delay_ms: 0 },
   protect: {
@@ -58,7 +62,7 @@ export const DEFAULTS = {
     spill_bytes: 1_073_741_824,
     body_timeout_ms: 30_000,
     client_share: '1/8' as number | string,
-    min_body_rate: 32_768,
+    min_body_rate: 8_192,
   },
   monthly: { timezone: 'UTC', teams: [] as unknown[] },
   server: { version: 'auto' },

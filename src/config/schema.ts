@@ -116,6 +116,20 @@ export const limitsFileSchema = z.strictObject({
           'upstream connections one client IP holds at once (default: 1/8 of max_connections)'
         ),
       buffer_request_bytes: z.number().int().min(0).optional(),
+      buffer_response_bytes: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe(
+          "an answer's bytes held in memory while its client reads slowly; past it, a temporary file (0: answers stream at the client's pace)"
+        ),
+      tunnel_idle_ms: positiveInt
+        .optional()
+        .describe('a WebSocket tunnel with no byte either way for this long is closed'),
+      max_tunnels: positiveInt
+        .optional()
+        .describe('WebSocket tunnels open at once (default: 1/2 of max_connections)'),
     })
     .optional(),
   store: z
@@ -126,6 +140,23 @@ export const limitsFileSchema = z.strictObject({
       timeout_ms: positiveInt.optional(),
       on_error: z.enum(['open', 'closed']).optional(),
       leases: z.boolean().optional(),
+      memory_keys: positiveInt
+        .optional()
+        .describe(
+          'the in-memory store keeps at most this many windows; past it, the one idle longest is dropped'
+        ),
+    })
+    .optional(),
+  usage: z
+    .strictObject({
+      keep_after: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe(
+          "calls a day after which a key's day counts, upgrade report and tuning evidence are kept under its own name (below it: one others count per class and day)"
+        ),
     })
     .optional(),
   client_ip: z

@@ -32,6 +32,9 @@ export function configView(config: Config): Record<string, unknown> {
       max_connections: upstream.maxConnections,
       max_connections_per_client: upstream.maxConnectionsPerClient,
       buffer_request_bytes: upstream.bufferRequestBytes,
+      buffer_response_bytes: upstream.bufferResponseBytes,
+      tunnel_idle_ms: upstream.tunnelIdleMs,
+      max_tunnels: upstream.maxTunnels,
     },
     store: {
       url: maskUrl(store.url),
@@ -40,7 +43,9 @@ export function configView(config: Config): Record<string, unknown> {
       timeout_ms: store.timeoutMs,
       on_error: store.onError,
       leases: store.leases,
+      memory_keys: store.memoryKeys,
     },
+    usage: { keep_after: config.usage.keepAfter },
     client_ip: { trusted_proxies: clientIp.trustedProxies, ipv6_prefix: clientIp.ipv6Prefix },
     rate_limits: {
       account: rates(rateLimits.account),

@@ -40,7 +40,8 @@ export type Outcome =
   | { kind: 'upstream_share' }
   /** A step of basegate's threw (a bug): 500, and everything the call held freed. */
   | { kind: 'internal_error' }
-  | { kind: 'bad_request'; reason: string }
+  /** 400; 501 for a transfer coding basegate does not forward (RFC 9112 §6.1). */
+  | { kind: 'bad_request'; reason: string; status?: 501 }
   | { kind: 'bad_path'; reason: string }
   | { kind: 'store_unavailable' }
   | { kind: 'gone'; entry: string; message: string }
@@ -67,6 +68,7 @@ export function statusOf(o: Outcome): number {
     case 'key_in_flight':
       return 429
     case 'bad_request':
+      return o.status ?? 400
     case 'bad_path':
       return 400
     case 'store_unavailable':

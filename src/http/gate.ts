@@ -17,6 +17,11 @@ function hostCount(raw: readonly string[]): number {
   return n
 }
 
+/** `chunked` alone (any case, spaces around it); a list, or another coding, is not. */
+function isChunkedOnly(te: string): boolean {
+  return te.length >= 7 && te.trim().toLowerCase() === 'chunked'
+}
+
 const STORE_DOWN = 'the rate-limit store is unavailable; try again shortly'
 
 function refuse(
@@ -67,6 +72,14 @@ export function createGate(deps: GateDeps): Gate {
     if (hostCount(req.rawHeaders) > 1) {
       const reason = 'the request has more than one Host header'
       return refuse(400, reason, { kind: 'bad_request', reason }, { path })
+    }
+    // RFC 9112 §6.1: a transfer coding other than chunked is not understood here (a server and
+    // basegate reading `gzip, chunked` differently is a smuggling path): 501, nothing forwarded.
+    const te = req.headers['transfer-encoding']
+    if (te !== undefined && !isChunkedOnly(te)) {
+      const reason = `Transfer-Encoding "${te.slice(0, 64)}" is not supported (only chunked)`
+      const outcome: Outcome = { kind: 'bad_request', reason, status: 501 }
+      return refuse(501, reason, outcome, { path, headers: { connection: 'close' } })
     }
     let admitted: Admission | Promise<Admission>
     try {

@@ -30,8 +30,12 @@ export interface GuardedStoreOptions {
   probeEveryMs?: number
   /** The breaker's probe times and the calls' durations (the system's clock by default). */
   clock: Clock
-  /** Metrics hooks. */
-  observe?: { call(seconds: number, ok: boolean): void; fallback(): void; cached(): void }
+  /** Metrics and the store's state: each call's end (its error when it failed). */
+  observe?: {
+    call(seconds: number, ok: boolean, err?: unknown): void
+    fallback(): void
+    cached(): void
+  }
 }
 
 /**
@@ -115,7 +119,7 @@ export class GuardedStore implements LimiterStore {
       return d
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
-      this.opts.observe?.call((this.clock.monotonic() - started) / 1000, false)
+      this.opts.observe?.call((this.clock.monotonic() - started) / 1000, false, err)
       this.failures++
       if (!this.down && this.failures >= this.failuresToTrip) this.markDown(true, err)
       return this.unanswered(charges, nowMs, err)

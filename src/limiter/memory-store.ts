@@ -42,12 +42,30 @@ interface Scan {
   current: number
 }
 
+/** SPEC §4: the windows kept by default (store.memory_keys). */
+export const MEMORY_KEYS = 200_000
+
+export interface MemoryStoreOptions {
+  /** Windows kept at most; past it the one idle longest is dropped (store.memory_keys). */
+  maxKeys?: number
+  /** A window was dropped to stay within maxKeys (basegate_store_memory_dropped_total). */
+  onDropped?: () => void
+}
+
 export class MemoryStore implements LimiterStore {
+  /** Window key → its buckets, in order of last charge: the first is the idlest. */
   private readonly entries = new Map<string, Entry>()
+  private readonly maxKeys: number
+  /** Windows dropped to stay within maxKeys. */
+  dropped = 0
   private readonly ledgers = new Map<string, Ledger>()
   /** Notice claims: `key` → the claimant's token. */
   private readonly notices = new Map<string, string>()
   private nextSweepMs = 0
+
+  constructor(private readonly opts: MemoryStoreOptions = {}) {
+    this.maxKeys = opts.maxKeys ?? MEMORY_KEYS
+  }
 
   /** Every decision is local: always answered now. */
   consume(charges: readonly Charge[], nowMs: number): Decision {
@@ -95,8 +113,11 @@ export class MemoryStore implements LimiterStore {
     let e = this.entries.get(c.key)
     if (!e) {
       e = { buckets: new Map(), expiresAtMs: 0 }
-      this.entries.set(c.key, e)
-    }
+      // SPEC §4: a flood of one-off keys holds at most maxKeys windows; the idlest goes.
+      if (this.entries.size >= this.maxKeys) this.dropIdlest()
+    } else this.entries.delete(c.key)
+    // Last charged goes last: the map's order is idleness.
+    this.entries.set(c.key, e)
     e.buckets.set(s.current, (e.buckets.get(s.current) ?? 0) + 1)
     e.expiresAtMs = nowMs + c.windowMs + 2 * bucketMs
     if (s.resetAtMs === 0) s.resetAtMs = (s.current + 1) * bucketMs + c.windowMs
@@ -257,6 +278,19 @@ export class MemoryStore implements LimiterStore {
       if (held === u.units) e.buckets.delete(bucket)
       else e.buckets.set(bucket, held - u.units)
     }
+  }
+
+  private dropIdlest(): void {
+    const idlest = this.entries.keys().next().value
+    if (idlest === undefined) return
+    this.entries.delete(idlest)
+    this.dropped++
+    this.opts.onDropped?.()
+  }
+
+  /** Windows held now. */
+  get size(): number {
+    return this.entries.size
   }
 
   /** Idle keys expire, as Redis's PEXPIRE does; one pass at most every second. */

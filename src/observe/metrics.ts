@@ -252,6 +252,39 @@ export class Metrics {
       this.usageBasesForgotten.set(this.usageForgotten())
     },
   })
+  /** Read at each scrape: windows the in-memory store dropped to stay within store.memory_keys. */
+  private memoryDropped: () => number = () => 0
+  readonly storeMemoryDropped = new Gauge({
+    name: 'basegate_store_memory_dropped_total',
+    help: 'Rate windows the in-memory store dropped (the one idle longest first) to stay within store.memory_keys (SPEC §4); a flood of one-off keys shows here',
+    registers: [this.registry],
+    aggregator: 'sum',
+    collect: () => {
+      this.storeMemoryDropped.set(this.memoryDropped())
+    },
+  })
+  /** Read at each scrape: whether the store answers (observe/store-state.ts). */
+  private storeUp: () => boolean = () => true
+  readonly storeUpGauge = new Gauge({
+    name: 'basegate_store_up',
+    help: '1 while the store answers, 0 while it is failing (its calls fail or it refuses writes: OOM, READONLY, MISCONF); probed every 5 s, traffic or not. The in-memory store is always 1',
+    registers: [this.registry],
+    aggregator: 'min',
+    collect: () => {
+      this.storeUpGauge.set(this.storeUp() ? 1 : 0)
+    },
+  })
+  /** Read at each scrape: whether the server answers (the status recorder's state). */
+  private upstreamUp: () => boolean = () => true
+  readonly upstreamUpGauge = new Gauge({
+    name: 'basegate_upstream_up',
+    help: '1 while the server answers, 0 while it is failing (3 failed calls in a row, or half of at least 4 calls over 10 s: 5xx, 502, 504)',
+    registers: [this.registry],
+    aggregator: 'min',
+    collect: () => {
+      this.upstreamUpGauge.set(this.upstreamUp() ? 1 : 0)
+    },
+  })
   readonly upstreamDuration = new Histogram({
     name: 'basegate_upstream_duration_seconds',
     help: 'Time from dispatch to the upstream response headers',
@@ -378,6 +411,21 @@ export class Metrics {
   /** Where basegate_usage_bases_forgotten_total is read from (the in-memory usage store). */
   watchUsageForgotten(forgotten: () => number): void {
     this.usageForgotten = forgotten
+  }
+
+  /** Where basegate_store_up is read from. */
+  watchStore(up: () => boolean): void {
+    this.storeUp = up
+  }
+
+  /** Where basegate_upstream_up is read from. */
+  watchUpstream(up: () => boolean): void {
+    this.upstreamUp = up
+  }
+
+  /** Where basegate_store_memory_dropped_total is read from (the in-memory stores' drops). */
+  watchMemoryDropped(dropped: () => number): void {
+    this.memoryDropped = dropped
   }
 
   /** Where basegate_connections_open is read from (the proxy port's caps). */

@@ -1,4 +1,4 @@
-import { HEALTHY, mergeHealth, UpstreamHealth, type HealthView } from './health.js'
+import { HEALTHY, HealthMachine, mergeHealth, type HealthView } from './health.js'
 
 // SPEC §7's status page: the last 15 minutes of calls, per 10-second step by class and outcome,
 // and the busiest keys, kept in this process (a primary merges its workers'). Recording is two
@@ -89,10 +89,10 @@ export class StatusRecorder {
   private readonly steps: Step[] = []
   private readonly minutes: Minute[] = []
   private lastError: UpstreamCounts['last_error'] = null
-  private readonly health: UpstreamHealth
+  private readonly health: HealthMachine
 
   constructor(onHealth?: (failing: boolean, view: HealthView) => void) {
-    this.health = new UpstreamHealth(onHealth)
+    this.health = new HealthMachine({ share: true, onChange: onHealth })
   }
 
   /**
@@ -126,7 +126,7 @@ export class StatusRecorder {
     step.upstreamCalls++
     if (u.upstreamMs !== null) step.upstreamMs += u.upstreamMs
     const failed = u.status >= 500 || u.error !== undefined
-    this.health.seen(nowMs, failed)
+    this.health.seen(nowMs, failed, failed ? upstreamWords(u) : null)
     if (failed) {
       step.upstreamErrors++
       this.lastError = { at: nowMs, status: u.status, error: u.error ?? null }
@@ -155,6 +155,11 @@ export class StatusRecorder {
     this.minutes.push(minute)
     while (this.minutes.length > MINUTES) this.minutes.shift()
     return minute
+  }
+
+  /** The server's state now. */
+  upstreamHealth(): HealthView {
+    return this.health.view()
   }
 
   /** The last 15 minutes as of `nowMs`. */
@@ -186,6 +191,16 @@ export class StatusRecorder {
     }
     return { endS, series, busiest: topOf(calls, top), upstream }
   }
+}
+
+/** A failure as the page says it: `502 ECONNREFUSED`, `503`. */
+function upstreamWords(u: UpstreamSeen): string {
+  return u.error === undefined ? String(u.status) : `${u.status || ''} ${u.error}`.trim()
+}
+
+/** Whether the server is failing now (the gauge basegate_upstream_up reads it). */
+export function upstreamUp(r: StatusRecorder): boolean {
+  return r.upstreamHealth().state === 'ok'
 }
 
 function addBusy(calls: Map<string, [number, number]>, key: string, a: number, r: number): void {

@@ -26,6 +26,7 @@ export function createAdmin(
       changes: stores.changes,
       metrics,
       storeKind: stores.kind,
+      storeState: core.storeState,
       draining: () => core.draining,
       reload: () => core.reload('admin'),
       history: {

@@ -14,6 +14,7 @@ import type { Config } from '../types.js'
 import type { Runtime } from './runtime.js'
 import { TroubleLog } from '../observe/trouble.js'
 import { instanceId } from '../batch/recorder.js'
+import { StoreState } from '../observe/store-state.js'
 
 // What every basegate process holds, whatever its role (serving alone, a primary, a worker).
 
@@ -41,6 +42,8 @@ export interface Core {
   trouble: TroubleLog
   /** This process's id in the store's batches (batch/recorder.ts). */
   instance: string
+  /** SPEC §7: the store's state (failing or answering, its episodes), probed every 5 s. */
+  storeState: StoreState
 }
 
 /** Team and override changes made through any instance's admin API (kept in the store). */
@@ -115,7 +118,17 @@ export async function bootCore(
 ): Promise<Core> {
   const metrics = new Metrics({ version: version() })
   const holder = new ConfigHolder(cli.file, config, cli.flags, runtime.env)
-  const stores = createStore(config, logger, runtime.clock, metrics)
+  let storeState: StoreState | null = null
+  const stores = createStore(config, logger, runtime.clock, metrics, (e) => storeState?.seen(e))
+  storeState = new StoreState({
+    kind: stores.kind,
+    probe: () => stores.probe(),
+    clock: runtime.clock,
+    logger,
+    address: storeAddress(config.store),
+    onError: () => holder.current.config.store.onError,
+  })
+  metrics.watchStore(() => storeState!.up)
   const serverVersion = new ServerVersion({
     configured: () => holder.current.config.server.version,
     upstreamUrl: config.upstream.url,
@@ -132,11 +145,15 @@ export async function bootCore(
     summary: new UsageSummary(runtime.clock, 10, 100_000),
     status: new StatusRecorder((failing, view) => {
       // Issue #41: the server's trouble in the log too, as it starts and as it ends.
-      if (failing) logger.warn({ since: view.since_ms }, 'the server is failing (5xx, 502, 504)')
+      if (failing)
+        logger.warn(
+          { since: view.since_ms, error: view.error },
+          'the server is failing (5xx, 502, 504)'
+        )
       else if (view.last !== null) {
-        const lastedS = Math.round((view.last.end_ms - view.last.start_ms) / 100) / 10
+        const lastedS = view.last.lasted_s
         logger.info(
-          { lasted_s: lastedS },
+          { since: view.last.start_ms, lasted_s: lastedS, error: view.last.error },
           `the server answers again after ${lastedS} s of failures`
         )
       }
@@ -155,9 +172,12 @@ export async function bootCore(
       clock: runtime.clock,
     }),
     instance: instanceId(),
+    storeState,
   }
   const core: Core = Object.assign(parts, { reload: reloader(parts, onApplied) })
+  metrics.watchUpstream(() => core.status.upstreamHealth().state === 'ok')
   await waitForStore(stores, config, logger, runtime.clock)
+  storeState.start()
   await refreshTeams(core)
   stores.changes.onChange(() => void refreshTeams(core))
   serverVersion.start()
@@ -167,6 +187,7 @@ export async function bootCore(
 /** The store connections and timers, after the traffic has stopped. */
 export async function closeCore(core: Core): Promise<void> {
   core.serverVersion.stop()
+  core.storeState.stop()
   await core.tracing?.shutdown()
   await core.stores.changes.close().catch(() => {})
   await core.stores.store.close().catch(() => {})

@@ -362,7 +362,7 @@ function fullMessage(bound: HeldBound): string {
 
 /** SPEC §4 min_body_rate, said to the client (its 408's error_msg). */
 export function tooSlowMessage(rate: number): string {
-  return `the request body arrived slower than min_body_rate (${rate} bytes/s over 5 s)`
+  return `the request body arrived slower than min_body_rate (${rate} bytes/s on average since its first byte)`
 }
 
 function codeOf(err: Error): string {

@@ -32,7 +32,7 @@ describe('parseConfig: defaults and presets', () => {
     })
     // SPEC §4: one client's parts of the pool and of the held bodies, and the body's pace.
     expect(c.upstream).toMatchObject({ maxConnectionsPerClient: 32, bufferRequestBytes: 1_048_576 })
-    expect(c.sizeLimits).toMatchObject({ clientShare: 1 / 8, minBodyRate: 32_768 })
+    expect(c.sizeLimits).toMatchObject({ clientShare: 1 / 8, minBodyRate: 8_192 })
     expect(c.admin).toEqual({ host: '127.0.0.1', port: 9090, token: '' })
     expect(c.upstream.timeoutMs).toBe(60_000)
     expect(c.store).toMatchObject({ url: '', prefix: 'basegate:', timeoutMs: 100, onError: 'open' })

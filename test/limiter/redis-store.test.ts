@@ -49,6 +49,7 @@ async function timedStore(prefix: string, opts: { timeoutMs?: number; clock?: Cl
     timeoutMs,
     onError: 'open',
     leases: false,
+    memoryKeys: 200_000,
   })
   const store = new RedisStore(client, {
     clock: opts.clock ?? systemClock,

@@ -36,7 +36,7 @@ describe('the status page counts (SPEC §7)', () => {
     expect(m.busiest[1]).toEqual({ key: 'base:y', calls: 1, admitted: 0, refused: 1 })
   })
 
-  it('issue #41: the server failing after 3 failed calls in a row, since the third; answering again after 2 good ones, with how long it lasted', () => {
+  it('SPEC §7: the server failing after 3 failed calls in a row, since the first of them; answering again after 2 good ones, with how long it lasted from that first failure', () => {
     const changes: boolean[] = []
     const r = new StatusRecorder((failing) => changes.push(failing))
     const call = (at: number, status: number) =>
@@ -49,18 +49,22 @@ describe('the status page counts (SPEC §7)', () => {
     call(T + 2000, 502)
     expect(r.counts(T + 2000).upstream.health.state).toBe('ok')
     call(T + 3000, 502)
-    expect(r.counts(T + 3000).upstream.health).toEqual({
+    expect(r.counts(T + 3000).upstream.health).toMatchObject({
       state: 'failing',
-      since_ms: T + 3000,
+      since_ms: T + 1000,
+      error: '502',
       last: null,
     })
     call(T + 9000, 200)
     expect(r.counts(T + 9000).upstream.health.state).toBe('failing')
     call(T + 10_000, 200)
+    const over = { start_ms: T + 1000, end_ms: T + 10_000, lasted_s: 9, error: '502' }
     expect(r.counts(T + 10_000).upstream.health).toEqual({
       state: 'ok',
       since_ms: null,
-      last: { start_ms: T + 3000, end_ms: T + 10_000 },
+      error: null,
+      last: over,
+      episodes: [over],
     })
     expect(changes).toEqual([true, false])
     // Workers merged: failing when one is, since the earliest.
@@ -72,10 +76,11 @@ describe('the status page counts (SPEC §7)', () => {
         error: 'ECONNREFUSED',
       })
     const m = mergeCounts([r.counts(T + 21_000), other.counts(T + 21_000)])
-    expect(m.upstream.health).toEqual({
+    expect(m.upstream.health).toMatchObject({
       state: 'failing',
-      since_ms: T + 20_002,
-      last: { start_ms: T + 3000, end_ms: T + 10_000 },
+      since_ms: T + 20_000,
+      error: '502 ECONNREFUSED',
+      last: over,
     })
   })
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { BodyPace, paced, TOO_SLOW } from '../../src/size/body-pace.js'
 import { FakeClock } from '../helpers/clock.js'
 
-// SPEC §4 min_body_rate on a driven clock: any 5 s after the first 5 s must carry rate × 5 bytes.
+// SPEC §4 min_body_rate on a driven clock: the average since the first byte, from its 10th second.
 
 function watch(rate: number) {
   const clock = new FakeClock(0)
@@ -21,32 +21,46 @@ function watch(rate: number) {
 }
 
 describe('BodyPace', () => {
-  it('a body below the rate is judged first at 10 s (the window wholly after the first 5 s)', () => {
+  it('a body below the rate is judged first at its 10th second after its first byte', () => {
     const { clock, pace, slowAt } = watch(1000)
+    clock.advance(20_000) // a head and no byte: not watched here (body_timeout_ms bounds it)
+    expect(slowAt()).toBeNull()
+    expect(clock.timers).toBe(0)
     for (let s = 0; s < 9; s++) {
       pace.add(10)
       clock.advance(1000)
     }
     expect(slowAt()).toBeNull()
     clock.advance(1000)
-    expect(slowAt()).toBe(10_000)
+    expect(slowAt()).toBe(30_000)
   })
 
-  it('a slow start is forgiven; a body that keeps the rate is never judged slow; one that stops is', () => {
+  it('the average since the first byte: a burst then a pause passes while the average holds', () => {
     const { clock, pace, slowAt } = watch(1000)
-    clock.advance(5000) // nothing for 5 s
-    for (let s = 0; s < 30; s++) {
-      pace.add(1000)
+    pace.add(30_000) // a phone's radio: 30 s of the rate at once
+    clock.advance(29_000)
+    expect(slowAt()).toBeNull()
+    clock.advance(2000) // 31 s asked, 30,000 bytes sent: below the average
+    expect(slowAt()).toBe(31_000)
+  })
+
+  it('a phone at 20 KiB/s against the default 8 KiB/s is never cut; one that stops is', () => {
+    const { clock, pace, slowAt } = watch(8192)
+    for (let s = 0; s < 60; s++) {
+      pace.add(20 * 1024)
       clock.advance(1000)
     }
     expect(slowAt()).toBeNull()
-    // It stops: the first window short of 5,000 bytes ends it.
-    clock.advance(1000)
-    expect(slowAt()).toBe(36_000)
+    // It stops: cut when the average since its first byte falls under 8 KiB/s (at 150 s).
+    clock.advance(89_000)
+    expect(slowAt()).toBeNull()
+    clock.advance(2000)
+    expect(slowAt()).toBe(151_000)
   })
 
   it('seconds its reader held it back are not asked of the client (the server reads slowly)', () => {
     const { clock, pace, slowAt } = watch(1000)
+    pace.add(1000)
     pace.hold(true)
     clock.advance(20_000)
     expect(slowAt()).toBeNull()
@@ -57,16 +71,18 @@ describe('BodyPace', () => {
       clock.advance(1000)
     }
     expect(slowAt()).toBeNull()
-    clock.advance(1000)
-    expect(slowAt()).toBe(31_000)
+    clock.advance(2000)
+    expect(slowAt()).toBe(32_000)
   })
 
   it('stop() ends the watch; rate 0 watches nothing', () => {
     const a = watch(1000)
+    a.pace.add(1)
     a.pace.stop()
     a.clock.advance(60_000)
     expect(a.slowAt()).toBeNull()
     const b = watch(0)
+    b.pace.add(1)
     b.clock.advance(60_000)
     expect(b.slowAt()).toBeNull()
     expect(b.clock.timers).toBe(0)
