@@ -287,7 +287,12 @@ export function createGateway(deps: GatewayDeps): Gateway {
     tell(call, flow, (c) => story(c, flow, deps))
   }
 
-  const upgrade = createUpgradeHandler({ upstreamUrl: deps.upstreamUrl, flow, tracer: deps.tracer })
+  const upgrade = createUpgradeHandler({
+    upstreamUrl: deps.upstreamUrl,
+    flow,
+    tracer: deps.tracer,
+    processes: deps.processes,
+  })
   return {
     handleRequest,
     handleUpgrade: upgrade.handle,

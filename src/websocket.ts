@@ -16,9 +16,13 @@ import { sizeCheckFor } from './size/actions.js'
 import { nothingHeld, on, type Arrived, type Next, type Passed, type Reply } from './spine/call.js'
 import { gateStep, keyShareStep, slotStep, tell, type Flow } from './spine/steps.js'
 
-// SPEC §6: WebSocket upgrades (the service's /socket.io/ real-time socket) pass through.
-// The upgrade request is rate-checked like any other; after the 101 the two sockets are
-// piped to each other. Tunnels bypass the pool: each holds its own upstream connection.
+// SPEC §4, §6: WebSocket upgrades of the service's real-time socket (/socket.io/) pass through;
+// any other Upgrade (h2c, a made-up token, a path that is not a socket) is answered 400 and
+// nothing is forwarded: a tunnel carries bytes no size check reads. The upgrade request is
+// rate-checked like any other; after the 101 the two sockets are piped to each other. Tunnels
+// bypass the pool (each holds its own upstream connection), so they have caps of their own
+// (upstream.max_tunnels, and one client's max_connections_per_client of them), and a tunnel
+// with no byte either way for upstream.tunnel_idle_ms is closed.
 
 /** An HTTP/1.1 response head from a flat [name, value, …] list (no ServerResponse exists for upgrades). */
 function rawHead(
@@ -71,21 +75,74 @@ function sendRefusal(socket: Duplex, r: Refusal): number {
 
 const NOT_HERE = 'an Upgrade request is not accepted on an endpoint with a size limit'
 
+/**
+ * The service's socket paths: the web app's `/socket.io/` (SERVICE.md), and the pre-5.3
+ * server's `/dtable-server/socket.io/` (its real-time socket lived under /dtable-server/ until
+ * 5.3 removed that family). A prefix, case-insensitive, trailing `/` optional.
+ */
+const SOCKET_PATHS = ['/socket.io', '/dtable-server/socket.io']
+
+/** Whether the (normalised) path is one of the service's socket paths. */
+export function isSocketPath(path: string): boolean {
+  const p = path.toLowerCase()
+  return SOCKET_PATHS.some((s) => p === s || p.startsWith(`${s}/`))
+}
+
+/** Whether the Upgrade header asks for a WebSocket, and nothing else. */
+export function isWebSocketUpgrade(upgrade: string | undefined): boolean {
+  return upgrade !== undefined && upgrade.trim().toLowerCase() === 'websocket'
+}
+
+export const TUNNEL_MESSAGE =
+  'too many WebSocket tunnels are open (upstream.max_tunnels, or this client has max_connections_per_client of them); try again shortly'
+
 export interface UpgradeOptions {
   upstreamUrl: string
   /** The steps' shared parts (the gateway's). */
   flow: Flow
   /** Issue #25: OpenTelemetry, when an OTLP endpoint is configured. */
   tracer?: Tracer | null
+  /** Processes sharing the caps (workers): each holds its share of upstream.max_tunnels. */
+  processes?: number
 }
 
-/** After the 101: each side's early bytes to the other, then the two sockets piped together. */
+/** SPEC §4: tunnels open, in all and per client, within their caps. */
+class TunnelCaps {
+  private open = 0
+  private readonly byClient = new Map<string, number>()
+
+  /** A place for a tunnel of `client`, or false when a cap is reached; give it back with leave(). */
+  take(client: string, max: number, perClient: number): boolean {
+    const own = this.byClient.get(client) ?? 0
+    if (this.open >= max || own >= perClient) return false
+    this.open++
+    this.byClient.set(client, own + 1)
+    return true
+  }
+
+  leave(client: string): void {
+    const own = this.byClient.get(client)
+    if (own === undefined) return
+    this.open--
+    if (own <= 1) this.byClient.delete(client)
+    else this.byClient.set(client, own - 1)
+  }
+}
+
+/**
+ * After the 101: each side's early bytes to the other, then the two sockets piped together. No
+ * byte either way for `idleMs` closes both (the client's socket sees every byte of the tunnel:
+ * what it reads and what it is written).
+ */
 function joinTunnel(
   client: { socket: Duplex; head: Buffer },
   upstream: { socket: Duplex; head: Buffer },
-  tunnels: Set<Duplex>
+  tunnels: Set<Duplex>,
+  idleMs: number
 ): void {
   const { socket } = client
+  const timed = socket as Duplex & { setTimeout?: (ms: number, cb: () => void) => void }
+  timed.setTimeout?.(idleMs, () => socket.destroy())
   if (upstream.head.length > 0) socket.write(upstream.head)
   if (client.head.length > 0) upstream.socket.write(client.head)
   upstream.socket.on('error', () => socket.destroy())
@@ -130,6 +187,8 @@ class SocketReply implements Reply {
 interface UpgradeCall extends Arrived {
   readonly socket: Duplex
   readonly head: Buffer
+  /** The client whose tunnel place the call holds (null: none taken, or handed to the tunnel). */
+  tunnelOf: string | null
 }
 
 /** Issue #11: an Upgrade header must not carry a call past the size checks (400). */
@@ -145,12 +204,41 @@ interface Upstream {
   basePath: string
   send: typeof httpRequest
   tunnels: Set<Duplex>
+  caps: TunnelCaps
+  processes: number
   flow: Flow
+}
+
+/**
+ * SPEC §4: only a WebSocket on a socket path goes on (else 400, nothing forwarded), and only
+ * within the tunnels' caps (else 503 with retry-after); the place taken is given back when
+ * the call ends without a tunnel, or when the tunnel closes.
+ */
+function tunnelPlaceStep<C extends Passed & UpgradeCall>(call: C, upstream: Upstream): Next<C> {
+  const { req } = call
+  if (!isWebSocketUpgrade(req.headers.upgrade) || !isSocketPath(call.gate.route)) {
+    const reason = isWebSocketUpgrade(req.headers.upgrade)
+      ? 'a WebSocket is accepted only on the service socket paths (/socket.io/, /dtable-server/socket.io/)'
+      : `Upgrade ${JSON.stringify((req.headers.upgrade ?? '').slice(0, 32))} is not accepted (only websocket, on /socket.io/)`
+    call.bytesOut = call.reply.json(400, reason, null)
+    return { kind: 'bad_request', reason }
+  }
+  const { config, clientIp } = call.gate.snapshot
+  const n = Math.max(1, upstream.processes)
+  const max = Math.max(1, Math.ceil(config.upstream.maxTunnels / n))
+  const perClient = Math.max(1, Math.ceil(config.listen.maxConnectionsPerClient / n))
+  const client = clientIp.keyOf(call.gate.admission.clientIp)
+  if (!upstream.caps.take(client, max, perClient)) {
+    call.bytesOut = call.reply.json(503, TUNNEL_MESSAGE, { 'retry-after': '1' })
+    return { kind: 'upstream_share' }
+  }
+  call.tunnelOf = client
+  return call
 }
 
 /** To the server: its 101 joins the tunnel (the slot and the key's place go with it). */
 function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Outcome> {
-  const { url, basePath, send, tunnels, flow } = upstream
+  const { url, basePath, send, tunnels, flow, caps } = upstream
   const { socket, head, req } = call
   const { path, query, snapshot } = call.gate
   const upstreamReq = send({
@@ -184,7 +272,12 @@ function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Out
       const upstreamMs = sinceStart()
       upstreamReq.setTimeout(0)
       socket.write(rawHead(res.statusCode ?? 101, res.statusMessage, res.rawHeaders))
-      joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels)
+      const idleMs = snapshot.config.upstream.tunnelIdleMs
+      joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels, idleMs)
+      // The tunnel holds its place until it closes.
+      const client = call.tunnelOf
+      call.tunnelOf = null
+      if (client !== null) socket.once('close', () => caps.leave(client))
       resolve({ kind: 'forwarded', status: 101, upstreamMs })
     })
     upstreamReq.end()
@@ -200,6 +293,8 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
     basePath: url.pathname.replace(/\/+$/, ''),
     send: url.protocol === 'https:' ? httpsRequest : httpRequest,
     tunnels,
+    caps: new TunnelCaps(),
+    processes: opts.processes ?? 1,
     flow,
   }
 
@@ -211,7 +306,9 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
     return on(gateStep(call, flow), (passed) =>
       on(keyShareStep(passed, flow), (keyed) =>
         on(uncheckedStep(keyed), (plain) =>
-          on(slotStep(plain, flow), (slotted) => tunnelStep(slotted, upstream))
+          on(tunnelPlaceStep(plain, upstream), (placed) =>
+            on(slotStep(placed, flow), (slotted) => tunnelStep(slotted, upstream))
+          )
         )
       )
     )
@@ -231,7 +328,13 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       dryRun: null,
       bodyChanges: NO_CHANGES,
       ended: false,
+      tunnelOf: null,
     }
+    // A place taken and not handed to a tunnel (a refusal, a failure, a client gone) goes back.
+    socket.once('close', () => {
+      if (call.tunnelOf !== null) upstream.caps.leave(call.tunnelOf)
+      call.tunnelOf = null
+    })
     tell(call, flow, story)
   }
 

@@ -208,6 +208,12 @@ export class Metrics {
     'Client connections closed at once past a cap (SPEC §4), by cap: max_connections, max_connections_per_client',
     ['cap'] as const
   )
+  readonly connectionsYielded = counter(
+    this.registry,
+    'basegate_connections_yielded_total',
+    'Idle client connections closed to admit a newcomer at listen.max_connections (SPEC §4: the client holding the most yields first)',
+    [] as const
+  )
   /** Read at each scrape: the client connections this process counts now. */
   private openConnections: () => number = () => 0
   readonly connectionsOpen = new Gauge({

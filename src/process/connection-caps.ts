@@ -78,11 +78,28 @@ export interface CapDeps {
   metrics?: Metrics
 }
 
+/** One client's connections: how many, and which of them have no call in progress. */
+interface Held {
+  count: number
+  idle: Set<Socket>
+}
+
+/** How long a refused connection that sent nothing is kept for its head (then closed unanswered). */
+export const REFUSED_SILENT_MS = 100
+
 export class ConnectionCaps {
   private open = 0
-  private readonly byClient = new Map<string, number>()
+  private readonly byClient = new Map<string, Held>()
+  /** A trusted proxy's connections: capped only by the total, never yielding to a newcomer. */
   private readonly refused = new WeakSet<Duplex>()
+  /** Calls in progress per connection (a connection with none is idle). */
+  private readonly calls = new WeakMap<Duplex, number>()
+  private readonly clientOf = new WeakMap<Duplex, string>()
+  /** Connections that yielded: counted out when they were chosen, not again at their close. */
+  private readonly countedOut = new WeakSet<Duplex>()
   private readonly logged = new Map<string, number>()
+  /** Idle connections closed to make room for a newcomer at the total. */
+  yielded = 0
 
   constructor(private readonly deps: CapDeps) {
     deps.metrics?.watchConnections(() => this.open)
@@ -93,36 +110,103 @@ export class ConnectionCaps {
     return this.open
   }
 
-  /** A new client connection: counted until it closes, or refused (closed within REFUSED_HEAD_MS). */
+  /**
+   * A new client connection: counted until it closes. At the total, an idle connection of the
+   * client that holds the most yields to it (SPEC §4); past a cap with none idle, refused.
+   */
   admit(socket: Socket): void {
     const peer = peerAddress(socket.remoteAddress)
     const { clientIp } = this.deps.snapshot()
     const key = clientIp.isTrusted(peer) ? null : clientIp.keyOf(peer)
     const caps = this.deps.caps()
-    const held = key === null ? 0 : (this.byClient.get(key) ?? 0)
-    const cap: ConnectionCap | null =
-      this.open >= caps.total
-        ? 'max_connections'
-        : held >= caps.perClient
-          ? 'max_connections_per_client'
-          : null
-    if (cap !== null) return this.refuse(socket, cap, key ?? peer)
+    const held = key === null ? undefined : this.byClient.get(key)
+    if (held !== undefined && held.count >= caps.perClient)
+      return this.refuse(socket, 'max_connections_per_client', key!)
+    if (this.open >= caps.total && !this.yieldOne(key))
+      return this.refuse(socket, 'max_connections', key ?? peer)
     this.open++
-    if (key !== null) this.byClient.set(key, held + 1)
+    this.calls.set(socket, 0)
+    if (key !== null) {
+      let h = held
+      if (h === undefined) this.byClient.set(key, (h = { count: 0, idle: new Set() }))
+      h.count++
+      h.idle.add(socket)
+      this.clientOf.set(socket, key)
+    }
     socket.once('close', () => {
+      if (this.countedOut.has(socket)) return
       this.open--
       if (key === null) return
-      const n = this.byClient.get(key) ?? 1
-      if (n <= 1) this.byClient.delete(key)
-      else this.byClient.set(key, n - 1)
+      const h = this.byClient.get(key)
+      if (h === undefined) return
+      h.idle.delete(socket)
+      if (--h.count <= 0) this.byClient.delete(key)
     })
   }
 
+  /**
+   * Closes an idle connection (no call in progress) of the client holding the most, other than
+   * the newcomer's own; false when none is idle. A keep-alive connection left open costs its
+   * client a new handshake at most; a newcomer refused costs it the call.
+   */
+  private yieldOne(newcomer: string | null): boolean {
+    let victim: Socket | undefined
+    let most = 0
+    for (const [client, h] of this.byClient) {
+      if (h.idle.size === 0 || h.count <= most || client === newcomer) continue
+      most = h.count
+      victim = h.idle.values().next().value
+    }
+    if (victim === undefined) return false
+    const client = this.clientOf.get(victim)!
+    const h = this.byClient.get(client)!
+    // Counted out now (its close event comes later): the newcomer takes its place at once.
+    h.idle.delete(victim)
+    if (--h.count <= 0) this.byClient.delete(client)
+    this.open--
+    this.countedOut.add(victim)
+    victim.destroy()
+    this.yielded++
+    this.deps.metrics?.connectionsYielded.inc()
+    return true
+  }
+
+  /** A call began on the connection: it is no longer idle. */
+  began(socket: Duplex): void {
+    const n = this.calls.get(socket)
+    if (n === undefined) return
+    this.calls.set(socket, n + 1)
+    if (n === 0) this.idleSetOf(socket)?.delete(socket as Socket)
+  }
+
+  /** A call on the connection ended; with none left it is idle again. */
+  ended(socket: Duplex): void {
+    const n = this.calls.get(socket)
+    if (n === undefined || n === 0) return
+    this.calls.set(socket, n - 1)
+    if (n === 1 && !socket.destroyed) this.idleSetOf(socket)?.add(socket as Socket)
+  }
+
+  private idleSetOf(socket: Duplex): Set<Socket> | undefined {
+    const client = this.clientOf.get(socket)
+    return client === undefined ? undefined : this.byClient.get(client)?.idle
+  }
+
+  /**
+   * Past a cap: closed at once when it sent nothing (within REFUSED_SILENT_MS), else answered
+   * 503 when its head comes within REFUSED_HEAD_MS, and closed as soon as that is written.
+   */
   private refuse(socket: Socket, cap: ConnectionCap, client: string): void {
     this.refused.add(socket)
     this.deps.metrics?.connectionsRefused.labels(cap).inc()
+    const silent = this.deps.clock.setTimer(() => {
+      if (socket.bytesRead === 0) socket.destroy()
+    }, REFUSED_SILENT_MS)
     const timer = this.deps.clock.setTimer(() => socket.destroy(), REFUSED_HEAD_MS)
-    socket.once('close', () => timer.cancel())
+    socket.once('close', () => {
+      silent.cancel()
+      timer.cancel()
+    })
     const now = this.deps.clock.monotonic()
     const last = this.logged.get(client)
     if (last !== undefined && now - last < LOG_EVERY_MS) return

@@ -72,7 +72,11 @@ function createProxyServer(config: Config, gateway: Gateway, caps: ConnectionCap
   }
   const tls = config.listen.tls
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    if (caps.isRefused(req.socket)) return caps.answer(req, res)
+    const socket = req.socket
+    if (caps.isRefused(socket)) return caps.answer(req, res)
+    // SPEC §4: a connection with a call in progress never yields to a newcomer.
+    caps.began(socket)
+    res.once('close', () => caps.ended(socket))
     gateway.handleRequest(req, res)
   }
   // listen.tls: HTTPS on the proxy port (the files were read and checked at load).
@@ -84,6 +88,7 @@ function createProxyServer(config: Config, gateway: Gateway, caps: ConnectionCap
   proxy.keepAliveTimeout = keepaliveTimeoutMs
   proxy.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (caps.isRefused(socket)) return caps.answerRaw(socket)
+    caps.began(socket)
     gateway.handleUpgrade(req, socket, head)
   })
   // SPEC §4: 100 Continue only after the head's checks (the request path sends it).
