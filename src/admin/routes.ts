@@ -130,7 +130,11 @@ function guards(app: Hono, holder: ConfigHolder): void {
     '*',
     bodyLimit({
       maxSize: MAX_ADMIN_BODY,
-      onError: (c) => c.json({ error_msg: `the body is over ${MAX_ADMIN_BODY} bytes` }, 413),
+      // SPEC §11: a candidate over the bound is a 400 naming it (it is the candidate's problem).
+      onError: (c) =>
+        c.req.path === '/v1/tuning'
+          ? c.json({ error_msg: `the candidate is over ${MAX_ADMIN_BODY} bytes (1 MiB)` }, 400)
+          : c.json({ error_msg: `the body is over ${MAX_ADMIN_BODY} bytes` }, 413),
     })
   )
 }

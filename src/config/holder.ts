@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { changedSettings, configView, type SettingChange } from './view.js'
 import type { ChangeStore } from './changes.js'
 import type { TeamChange } from '../quota/teams.js'
@@ -70,6 +71,8 @@ export class ConfigHolder {
   private snap: Snapshot
   private teams: ReadonlyMap<string, TeamChange> = new Map()
   private live: ReadonlyMap<string, LiveOverride> = new Map()
+  /** The environment variables the running file reads (a candidate may read these only). */
+  private reads: readonly string[]
 
   constructor(
     readonly file: string,
@@ -80,6 +83,7 @@ export class ConfigHolder {
     private readonly env: NodeJS.ProcessEnv = {}
   ) {
     this.snap = compileSnapshot(config, this.teams, this.live)
+    this.reads = readsOf(file, env)
   }
 
   get current(): Snapshot {
@@ -97,7 +101,12 @@ export class ConfigHolder {
   candidate(
     text: string
   ): { ok: true; snapshot: Snapshot } | { ok: false; problems: ConfigProblem[] } {
-    const r = parseConfig(text, this.env)
+    // SPEC §11 "Reading a candidate": the variables the running file reads, and no others
+    // (a candidate naming ${REDIS_URL} when the running file does not gets it unset); no
+    // problem it gets back says an expanded value.
+    const env: NodeJS.ProcessEnv = {}
+    for (const name of this.reads) if (this.env[name] !== undefined) env[name] = this.env[name]
+    const r = parseConfig(text, env, 'candidate', {}, { candidate: true })
     if (!r.ok) return r
     return { ok: true, snapshot: compileSnapshot(r.config, this.teams, this.live) }
   }
@@ -114,6 +123,7 @@ export class ConfigHolder {
     }
     const changes = changedSettings(configView(running), configView(config))
     this.snap = compileSnapshot(config, this.teams, this.live)
+    this.reads = result.reads
     return { ok: true, config, changes, needsRestart, warnings: result.warnings }
   }
 
@@ -156,5 +166,15 @@ export class ConfigHolder {
   setTeamChanges(teams: ReadonlyMap<string, TeamChange>): void {
     this.teams = teams
     this.snap = compileSnapshot(this.snap.config, teams, this.live)
+  }
+}
+
+/** The variables a file reads, as the running file was read (none when it cannot be read now). */
+function readsOf(file: string, env: NodeJS.ProcessEnv): readonly string[] {
+  try {
+    const r = parseConfig(readFileSync(file, 'utf8'), env)
+    return r.ok ? r.reads : []
+  } catch {
+    return []
   }
 }

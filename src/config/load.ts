@@ -2,7 +2,17 @@ import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import { readFile } from 'node:fs/promises'
-import YAML, { isMap, isScalar, LineCounter, Scalar, visit, type Document } from 'yaml'
+import YAML, {
+  isAlias,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  LineCounter,
+  Scalar,
+  visit,
+  type Document,
+} from 'yaml'
 import type { $ZodIssue } from 'zod/v4/core'
 import type { Config, ConfigProblem } from '../types.js'
 import { buildConfig, ruleWarnings } from './build.js'
@@ -11,8 +21,105 @@ import { limitsFileSchema } from './schema.js'
 import { applyFlagsToDocument, type Flags } from './flags.js'
 
 export type LoadResult =
-  /** `warnings`: what is valid but surely not meant (a rule that can never match). */
-  { ok: true; config: Config; warnings: ConfigProblem[] } | { ok: false; problems: ConfigProblem[] }
+  /**
+   * `warnings`: what is valid but surely not meant (a rule that can never match); `reads`: the
+   * environment variables the file's values read (a candidate is expanded with these only).
+   */
+  | { ok: true; config: Config; warnings: ConfigProblem[]; reads: readonly string[] }
+  | { ok: false; problems: ConfigProblem[] }
+
+/** Nodes that YAML aliases may add to a file once expanded (billion laughs stops here). */
+export const MAX_ALIAS_NODES = 10_000
+/** How deep a file's values may nest (aliases expanded). */
+export const MAX_DEPTH = 100
+
+/**
+ * SPEC §11 "Reading a candidate": aliases that expand past MAX_ALIAS_NODES nodes, or nesting
+ * past MAX_DEPTH levels, are refused before anything is expanded (yaml's own guard allows 100
+ * alias uses, then throws, which was a 500). Each node's expanded size and height is worked out
+ * once (an alias reuses its anchor's), so a billion laughs costs its own size, not a billion.
+ */
+function yamlBounds(doc: Document): ConfigProblem | null {
+  const kids = (node: unknown): unknown[] => {
+    const out: unknown[] = []
+    if (isMap(node) || isSeq(node))
+      for (const item of node.items) {
+        if (isPair(item)) out.push(item.key, item.value)
+        else out.push(item)
+      }
+    return out.filter((k) => k !== null && k !== undefined)
+  }
+  const memo = new Map<unknown, [size: number, height: number]>()
+  const open = new Set<unknown>()
+  let cycle = false
+  let tooDeep = false
+  /** A node's size and height with its aliases expanded (each worked out once). */
+  const expanded = (node: unknown, depth = 1): [number, number] => {
+    // Past the bound the answer is known: no deeper walk (nor a deeper stack).
+    if (depth > MAX_DEPTH) {
+      tooDeep = true
+      return [1, 1]
+    }
+    if (isAlias(node)) {
+      const source = node.resolve(doc)
+      return source === undefined ? [1, 1] : expanded(source, depth)
+    }
+    const known = memo.get(node)
+    if (known !== undefined) return known
+    if (open.has(node)) {
+      cycle = true
+      return [1, 1]
+    }
+    open.add(node)
+    let size = 1
+    let height = 0
+    for (const k of kids(node)) {
+      const [s, h] = expanded(k, depth + 1)
+      size += s
+      if (h > height) height = h
+    }
+    open.delete(node)
+    const r: [number, number] = [size, height + 1]
+    memo.set(node, r)
+    return r
+  }
+  /** The nodes as written (an alias is one). */
+  const written = (node: unknown): number =>
+    isAlias(node) ? 1 : kids(node).reduce((n: number, k) => n + written(k), 1)
+  if (doc.contents === null) return null
+  const [size] = expanded(doc.contents)
+  if (tooDeep) return { field: '(top level)', message: `values nest past ${MAX_DEPTH} levels` }
+  if (cycle) return { field: '(top level)', message: 'a YAML alias refers to itself' }
+  const added = size - written(doc.contents)
+  if (added > MAX_ALIAS_NODES)
+    return {
+      field: '(top level)',
+      message: `YAML aliases expand past ${MAX_ALIAS_NODES} nodes (${added > 1e9 ? 'over a billion' : added}); write the values out`,
+    }
+  return null
+}
+
+/**
+ * SPEC §11: no answer carries a value the environment gave. In a candidate's problems, every
+ * expanded value is written back as the variable it came from.
+ */
+function unexpanded(
+  problems: ConfigProblem[],
+  expansions: ReadonlyMap<string, string>
+): ConfigProblem[] {
+  if (expansions.size === 0) return problems
+  // Longest first, so a value that holds another is replaced whole.
+  const pairs = [...expansions].sort((a, b) => b[1].length - a[1].length)
+  return problems.map((p) => {
+    let message = p.message
+    for (const [name, value] of pairs) {
+      if (value === '') continue
+      message = message.replaceAll(JSON.stringify(value), `"\${${name}}"`)
+      message = message.replaceAll(value, `\${${name}}`)
+    }
+    return { ...p, message }
+  })
+}
 
 const VAR_RE = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
@@ -205,12 +312,17 @@ function dedupe(problems: ConfigProblem[]): ConfigProblem[] {
   })
 }
 
-/** Pure: limits.yaml text and an environment → Config or field-named problems, all at once. */
+/**
+ * Pure: limits.yaml text and an environment → Config or field-named problems, all at once.
+ * `candidate` (SPEC §11, a file sent to be judged): the values the environment gave never
+ * come back in a problem (each is written as its `${VAR}`).
+ */
 export function parseConfig(
   text: string,
   env: NodeJS.ProcessEnv = {},
   fileName = 'limits.yaml',
-  flags: Flags = {}
+  flags: Flags = {},
+  opts: { candidate?: boolean } = {}
 ): LoadResult {
   const lines = new LineCounter()
   const doc = YAML.parseDocument(text, { prettyErrors: true, uniqueKeys: true, lineCounter: lines })
@@ -225,9 +337,13 @@ export function parseConfig(
       })),
     }
   }
+  const bound = yamlBounds(doc)
+  if (bound !== null) return { ok: false, problems: [bound] }
   const problems: ConfigProblem[] = []
   /** The variables the file's values read (a comment naming one reads nothing: issue #41). */
   const read = new Set<string>()
+  /** What each variable expanded to (a candidate's problems never say it). */
+  const expansions = new Map<string, string>()
   // Expand inside string values only (never in comments), after parsing, so the error can
   // name the field. An unquoted value is re-read as YAML so `port: ${PORT:-8080}` is a number.
   visit(doc, {
@@ -237,6 +353,8 @@ export function parseConfig(
       const field = formatPath(
         path.filter(YAML.isPair).map((p) => (isScalar(p.key) ? String(p.key.value) : '?'))
       )
+      for (const m of node.value.matchAll(VAR_RE))
+        if (m[1] !== undefined && env[m[1]] !== undefined) expansions.set(m[1], env[m[1]]!)
       const expanded = expandVars(node.value, env, (name) =>
         problems.push({
           field,
@@ -247,15 +365,17 @@ export function parseConfig(
         node.type === Scalar.PLAIN ? YAML.parse(expanded === '' ? '""' : expanded) : expanded
     },
   })
-  // A variable that is not set is reported, and its field checked no further.
-  const raw = doc.toJS() ?? {}
+  // A variable that is not set is reported, and its field checked no further. The aliases'
+  // expansion was bounded above (yamlBounds), so yaml's own count is not needed.
+  const raw = doc.toJS({ maxAliasCount: -1 }) ?? {}
   for (const p of problems) dropPath(raw, fieldPath(p.field))
   applyFlagsToDocument(raw, flags)
   const v = validate(raw)
-  const all = dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines))
+  let all = dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines))
+  if (opts.candidate === true) all = unexpanded(all, expansions)
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
   const warnings = [...ruleWarnings(v.config), ...unchosenWarnings(read, doc, env, flags)]
-  return { ok: true, config: v.config, warnings }
+  return { ok: true, config: v.config, warnings, reads: [...read] }
 }
 
 /**

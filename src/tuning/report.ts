@@ -4,7 +4,7 @@ import type { Charge, RateList } from '../types.js'
 import { refusals, timelineOf, type Bounds, type Timeline, type Window } from './estimate.js'
 import { callOfFamily, CEILING } from './family.js'
 import type { ShapeDay } from './shape.js'
-import { splitSeries, type ShapeStore } from './shape-store.js'
+import { seriesId, splitSeries, type ShapeStore } from './shape-store.js'
 
 // SPEC §11 "what it answers": a candidate file judged on the calls the store kept. Per key, its
 // families' shapes are summed into one timeline per window that counts them (a class, a rule,
@@ -233,7 +233,9 @@ interface SectionAcc {
   refusedRecorded: number
   running_refused: Interval
   candidate_refused: Interval
-  moves: KeyMove[]
+  /** The keys the candidate refuses most more, and most less (MOVERS each, largest first). */
+  more: KeyMove[]
+  fewer: KeyMove[]
   all: KeyMove[]
   /** For the suggestion: each key-day's busiest minute, and each key's busiest. */
   minutes: number[]
@@ -245,50 +247,96 @@ type Day = { id: string; startMs: number }
 type KeyShapes = Map<string, { startMs: number; day: string; shape: ShapeDay }[]>
 type TeamDays = Record<'running' | 'candidate', Map<string, Map<string, number>>>
 
-/** The key-days of the range, by key (at most MAX_SERIES_READ). */
-async function indexRange(store: ShapeStore, days: readonly Day[]) {
-  const byKey = new Map<string, Map<string, string[]>>()
+/**
+ * The key-days of the range, by key (at most MAX_SERIES_READ), compact: a family is interned
+ * once, and a key's key-days are numbers (day index × 65,536 + family), so 100,000 keys index
+ * in a few MB.
+ */
+interface RangeIndex {
+  byKey: Map<string, number[]>
+  families: string[]
+  read: number
+  partial: boolean
+}
+
+const FAMILY_BITS = 65_536
+
+async function indexRange(store: ShapeStore, days: readonly Day[]): Promise<RangeIndex> {
+  const byKey = new Map<string, number[]>()
+  const familyIds = new Map<string, number>()
+  const families: string[] = []
   let read = 0
   let partial = false
-  for (const d of days) {
-    const { series, more } = await store.seriesOf(d.id, MAX_SERIES_READ - read)
+  for (let di = 0; di < days.length; di++) {
+    const { series, more } = await store.seriesOf(days[di]!.id, MAX_SERIES_READ - read)
     if (more) partial = true
     read += series.length
     for (const sid of series) {
       const { key, family } = splitSeries(sid)
-      let k = byKey.get(key)
-      if (k === undefined) byKey.set(key, (k = new Map()))
-      const list = k.get(d.id) ?? []
-      list.push(family)
-      k.set(d.id, list)
+      let f = familyIds.get(family)
+      if (f === undefined) {
+        f = families.push(family) - 1
+        familyIds.set(family, f)
+      }
+      const list = byKey.get(key)
+      if (list === undefined) byKey.set(key, [di * FAMILY_BITS + f])
+      else list.push(di * FAMILY_BITS + f)
     }
   }
-  return { byKey, read, partial }
+  return { byKey, families, read, partial }
 }
 
-/** One key's shapes over the range, by family. */
-async function readKey(
+/** Keys read together: their key-days of each day in one store call (one round trip a day). */
+const KEYS_PER_READ = 256
+
+/**
+ * Keys' shapes over the range, KEYS_PER_READ keys at a time; `each` sees one key's shapes
+ * (families kept: `keep`, all when absent), then they are let go (memory holds one chunk).
+ */
+async function eachKeyShapes(
   store: ShapeStore,
-  key: string,
-  perDay: Map<string, string[]>,
-  days: readonly Day[]
-): Promise<KeyShapes> {
-  const shapes: KeyShapes = new Map()
-  for (const d of days) {
-    const fams = perDay.get(d.id)
-    if (fams === undefined) continue
-    const got = await store.read(
-      d.id,
-      fams.map((f) => `${key}\t${f}`)
-    )
-    for (const [sid, shape] of got) {
-      const family = splitSeries(sid).family
-      const list = shapes.get(family) ?? []
-      list.push({ startMs: d.startMs, day: d.id, shape })
-      shapes.set(family, list)
+  index: RangeIndex,
+  days: readonly Day[],
+  keys: Iterable<string>,
+  each: (key: string, shapes: KeyShapes) => void,
+  keep?: (key: string, family: string) => boolean
+): Promise<void> {
+  let chunk: string[] = []
+  const run = async () => {
+    const perDay = new Map<number, string[]>()
+    for (const key of chunk) {
+      for (const packed of index.byKey.get(key) ?? []) {
+        const di = Math.floor(packed / FAMILY_BITS)
+        const family = index.families[packed % FAMILY_BITS]!
+        if (keep !== undefined && !keep(key, family)) continue
+        let list = perDay.get(di)
+        if (list === undefined) perDay.set(di, (list = []))
+        list.push(seriesId(key, family))
+      }
     }
+    const got = await Promise.all(
+      [...perDay].map(async ([di, series]) => [di, await store.read(days[di]!.id, series)] as const)
+    )
+    const byKey = new Map<string, KeyShapes>()
+    for (const [di, shapes] of got) {
+      const d = days[di]!
+      for (const [sid, shape] of shapes) {
+        const { key, family } = splitSeries(sid)
+        let ks = byKey.get(key)
+        if (ks === undefined) byKey.set(key, (ks = new Map()))
+        let list = ks.get(family)
+        if (list === undefined) ks.set(family, (list = []))
+        list.push({ startMs: d.startMs, day: d.id, shape })
+      }
+    }
+    for (const key of chunk) each(key, byKey.get(key) ?? new Map())
+    chunk = []
   }
-  return shapes
+  for (const key of keys) {
+    chunk.push(key)
+    if (chunk.length >= KEYS_PER_READ) await run()
+  }
+  if (chunk.length > 0) await run()
 }
 
 /** The timeline of some of a key's families (every day of the range). */
@@ -304,6 +352,17 @@ function timelineFor(shapes: KeyShapes, families: Iterable<string>): Timeline {
   return timelineOf([...perDayParts].map(([startMs, parts]) => ({ startMs, parts })))
 }
 
+/** A key's timelines, each worked out once per set of families. */
+function timelines(shapes: KeyShapes): (families: ReadonlySet<string>) => Timeline {
+  const made = new Map<string, Timeline>()
+  return (families) => {
+    const id = [...families].sort().join('\n')
+    let t = made.get(id)
+    if (t === undefined) made.set(id, (t = timelineFor(shapes, families)))
+    return t
+  }
+}
+
 function newSection(id: string): SectionAcc {
   return {
     id,
@@ -313,11 +372,22 @@ function newSection(id: string): SectionAcc {
     refusedRecorded: 0,
     running_refused: { lo: 0, hi: 0 },
     candidate_refused: { lo: 0, hi: 0 },
-    moves: [],
+    more: [],
+    fewer: [],
     all: [],
     minutes: [],
     keyBusiest: new Map(),
   }
+}
+
+/** Keeps the MOVERS moves of largest `by` in `top` (sorted, largest first). */
+function keepTop(top: KeyMove[], m: KeyMove, by: (m: KeyMove) => number): void {
+  const v = by(m)
+  if (top.length === MOVERS && v <= by(top[MOVERS - 1]!)) return
+  let i = top.length
+  while (i > 0 && by(top[i - 1]!) < v) i--
+  top.splice(i, 0, m)
+  if (top.length > MOVERS) top.length = MOVERS
 }
 
 /** One key judged under both files, into each section that counts it. */
@@ -331,6 +401,7 @@ function judgeKey(
   const { running, candidate, nowMs } = input
   const inRunning = sectionsOf(running, key, shapes.keys(), nowMs)
   const inCandidate = sectionsOf(candidate, key, shapes.keys(), nowMs)
+  const timelineOfFamilies = timelines(shapes)
   const team = (snap: Snapshot) =>
     key.startsWith('base:') ? (snap.teamOfBase.get(key.slice(5))?.id ?? null) : null
   for (const id of new Set([...inRunning.keys(), ...inCandidate.keys()])) {
@@ -347,27 +418,30 @@ function judgeKey(
       [...r.families].every((f) => c.families.has(f))
     if (!sameWindows(r?.windows, c?.windows) || !sameFamilies) acc.changed = true
     acc.keys++
-    acc.calls += timelineFor(shapes, fams).total
+    const calls = timelineOfFamilies(fams).total
+    acc.calls += calls
     for (const f of fams)
       for (const s of shapes.get(f) ?? [])
         acc.refusedRecorded += s.shape.refusedRate + s.shape.refusedMonthly
-    const rb = r === undefined ? NONE : refusals(timelineFor(shapes, r.families), r.windows)
-    const cb = c === undefined ? NONE : refusals(timelineFor(shapes, c.families), c.windows)
+    const rb = r === undefined ? NONE : refusals(timelineOfFamilies(r.families), r.windows)
+    const cb = c === undefined ? NONE : refusals(timelineOfFamilies(c.families), c.windows)
     add(acc.running_refused, rb)
     add(acc.candidate_refused, cb)
     const move: KeyMove = {
       key,
       team: team(candidate) ?? team(running),
-      calls: timelineFor(shapes, fams).total,
+      calls,
       running: rb,
       candidate: cb,
     }
-    if (mid(cb) !== mid(rb)) acc.moves.push(move)
+    const delta = mid(cb) - mid(rb)
+    if (delta > 0) keepTop(acc.more, move, (m) => mid(m.candidate) - mid(m.running))
+    else if (delta < 0) keepTop(acc.fewer, move, (m) => mid(m.running) - mid(m.candidate))
     if (input.detail === true) acc.all.push(move)
     if (r !== undefined) {
-      const m = busiestMinutes(timelineFor(shapes, r.families), dayStarts)
-      acc.minutes.push(...m)
-      acc.keyBusiest.set(key, Math.max(0, ...m))
+      const m = busiestMinutes(timelineOfFamilies(r.families), dayStarts)
+      for (const x of m) acc.minutes.push(x)
+      acc.keyBusiest.set(key, m.length === 0 ? 0 : Math.max(...m))
     }
   }
 }
@@ -375,9 +449,17 @@ function judgeKey(
 const NONE: Bounds = { lo: 0, hi: 0 }
 
 /** SPEC §5 under each file: the calls a base's month would count (not refused by a rate), by day. */
-function countTeamDays(input: TuneInput, key: string, shapes: KeyShapes, teamDays: TeamDays): void {
+function countTeamDays(
+  input: TuneInput,
+  key: string,
+  shapes: KeyShapes,
+  teamDays: TeamDays,
+  teamBases: ReadonlySet<string>
+): void {
   if (!key.startsWith('base:')) return
   const uuid = key.slice(5)
+  // Only a team's bases are read by monthlyOf (a base in no team holds nothing here).
+  if (!teamBases.has(uuid)) return
   for (const which of ['running', 'candidate'] as const) {
     const snap = input[which]
     const perDayCalls = new Map<string, number>()
@@ -396,8 +478,6 @@ function countTeamDays(input: TuneInput, key: string, shapes: KeyShapes, teamDay
 }
 
 function sectionReport(s: SectionAcc, detail: boolean): SectionReport {
-  const delta = (m: KeyMove) => mid(m.candidate) - mid(m.running)
-  const sorted = [...s.moves].sort((a, b) => delta(b) - delta(a))
   return {
     id: s.id,
     running: ratesText(s.running),
@@ -407,11 +487,8 @@ function sectionReport(s: SectionAcc, detail: boolean): SectionReport {
     refused_recorded: s.refusedRecorded,
     running_refused: s.running_refused,
     candidate_refused: s.candidate_refused,
-    more_refused: sorted.filter((m) => delta(m) > 0).slice(0, MOVERS),
-    fewer_refused: sorted
-      .filter((m) => delta(m) < 0)
-      .reverse()
-      .slice(0, MOVERS),
+    more_refused: s.more,
+    fewer_refused: s.fewer,
     ...(detail ? { key_detail: s.all } : {}),
   }
 }
@@ -420,7 +497,8 @@ export async function tuneReport(input: TuneInput): Promise<TuneReport> {
   const timeZone = input.running.config.monthly.timezone
   const days = rangeDays(input.nowMs, input.days, timeZone)
   const dayStarts = days.map((d) => d.startMs)
-  const { byKey, read, partial } = await indexRange(input.store, days)
+  const index = await indexRange(input.store, days)
+  const { read, partial } = index
   const sections = new Map<string, SectionAcc>()
   const sectionAt = (id: string): SectionAcc => {
     let s = sections.get(id)
@@ -428,17 +506,19 @@ export async function tuneReport(input: TuneInput): Promise<TuneReport> {
     return s
   }
   const teamDays: TeamDays = { running: new Map(), candidate: new Map() }
-  for (const [key, perDay] of byKey) {
-    const shapes = await readKey(input.store, key, perDay, days)
+  const teamBases = new Set<string>()
+  for (const snap of [input.running, input.candidate])
+    for (const t of snap.teams) for (const b of t.bases) teamBases.add(b)
+  await eachKeyShapes(input.store, index, days, index.byKey.keys(), (key, shapes) => {
     judgeKey(input, key, shapes, sectionAt, dayStarts)
-    countTeamDays(input, key, shapes, teamDays)
-  }
+    countTeamDays(input, key, shapes, teamDays, teamBases)
+  })
   const out: SectionReport[] = []
   const suggestions: Suggestion[] = []
   for (const s of [...sections.values()].sort((a, b) => a.id.localeCompare(b.id))) {
     if (s.changed) out.push(sectionReport(s, input.detail === true))
     if (s.running !== undefined && s.minutes.length > 0)
-      suggestions.push(await suggest(s, input, days, byKey))
+      suggestions.push(await suggest(s, input, days, index))
   }
   return {
     from: days[0]!.id,
@@ -462,7 +542,7 @@ async function suggest(
   s: SectionAcc,
   input: TuneInput,
   days: readonly Day[],
-  byKey: Map<string, Map<string, string[]>>
+  index: RangeIndex
 ): Promise<Suggestion> {
   const { running, nowMs } = input
   const sorted = [...s.minutes].sort((a, b) => a - b)
@@ -471,26 +551,17 @@ async function suggest(
   const window: Window = { limit: n, windowMs: 60_000 }
   const refused: Interval = { lo: 0, hi: 0 }
   let keysRefused = 0
-  for (const [key, busiest] of s.keyBusiest) {
-    if (busiest * 2 <= n) continue
-    const perDay = byKey.get(key)!
-    const parts: { startMs: number; parts: ShapeDay[] }[] = []
-    const families = new Set<string>()
-    for (const d of days) for (const f of perDay.get(d.id) ?? []) families.add(f)
-    const counted = sectionsOf(running, key, families, nowMs).get(s.id)?.families ?? new Set()
-    for (const d of days) {
-      const fams = (perDay.get(d.id) ?? []).filter((f) => counted.has(f))
-      if (fams.length === 0) continue
-      const got = await input.store.read(
-        d.id,
-        fams.map((f) => `${key}\t${f}`)
-      )
-      parts.push({ startMs: d.startMs, parts: [...got.values()] })
-    }
-    const b = refusals(timelineOf(parts), [window])
+  const reread: string[] = []
+  for (const [key, busiest] of s.keyBusiest) if (busiest * 2 > n) reread.push(key)
+  // Each key's families are read whole, and those the section counts picked here (a set per
+  // key held for the whole pass would cost more than the bytes read twice).
+  await eachKeyShapes(input.store, index, days, reread, (key, shapes) => {
+    const counted = sectionsOf(running, key, shapes.keys(), nowMs).get(s.id)?.families
+    if (counted === undefined) return
+    const b = refusals(timelineFor(shapes, counted), [window])
     add(refused, b)
     if (b.hi > 0) keysRefused++
-  }
+  })
   return {
     id: s.id,
     limit: ratesText(s.running),

@@ -311,7 +311,19 @@ export class RedisShapeStore implements ShapeStore {
   }
 
   async read(day: string, series: readonly string[]): Promise<Map<string, ShapeDay>> {
-    const hashes = await Promise.all(series.map((s) => this.client.hgetallBuffer(this.key(s, day))))
+    // One pipeline (one write) on one Redis: a report reads many key-days of a day at once.
+    let hashes: Record<string, Buffer>[]
+    if (this.client instanceof Cluster || series.length < 2)
+      hashes = await Promise.all(series.map((s) => this.client.hgetallBuffer(this.key(s, day))))
+    else {
+      const p = this.client.pipeline()
+      for (const s of series) p.hgetallBuffer(this.key(s, day))
+      const answers = (await p.exec()) ?? []
+      hashes = answers.map(([err, h]) => {
+        if (err) throw err
+        return h as Record<string, Buffer>
+      })
+    }
     const out = new Map<string, ShapeDay>()
     series.forEach((s, i) => {
       const h = hashes[i]!

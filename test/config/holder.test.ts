@@ -76,6 +76,9 @@ describe('ConfigHolder.reload', () => {
       maxConnections: 256,
       maxConnectionsPerClient: 32,
       bufferRequestBytes: 1_048_576,
+      bufferResponseBytes: 262_144,
+      tunnelIdleMs: 120_000,
+      maxTunnels: 128,
     })
     expect(holder.current.config.rateLimits.base[0]!.limit).toBe(9)
   })
