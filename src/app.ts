@@ -47,6 +47,7 @@ import type { LedgerRecorder } from './usage/ledger-recorder.js'
 import { createAccounting } from './spine/accounting.js'
 import type { ShapeRecorder } from './tuning/recorder.js'
 import { createUpgradeHandler } from './websocket.js'
+import { Keeper } from './usage/keep.js'
 
 export interface GatewayDeps {
   /** The current configuration snapshot; read once per request. */
@@ -218,7 +219,26 @@ function sharesOf(deps: GatewayDeps, clock: Clock): UpstreamShares {
 /** The parts every call's steps share, made once. */
 function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
   const { logger } = deps
-  const gateDeps = { ...deps, clock }
+  // SPEC §4: keys not worth keeping count in their class's `others` (days, report, evidence).
+  const keeper = new Keeper(
+    () => {
+      const snap = deps.snapshot()
+      return { keepAfter: snap.config.usage.keepAfter, known: snap.known }
+    },
+    () => deps.snapshot().config.monthly.timezone
+  )
+  const report = deps.recorder
+  const gateDeps = {
+    ...deps,
+    clock,
+    recorder:
+      report === undefined
+        ? undefined
+        : {
+            record: (entryId: string, key: string, nowMs: number) =>
+              report.record(entryId, keeper.keeps(key, nowMs) ? key : 'others', nowMs),
+          },
+  }
   const gate = createGate(gateDeps)
   const guard = new CallGuard({
     protector,
@@ -250,6 +270,8 @@ function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
       monthlyEnabled: () => deps.snapshot().config.monthly.enabled,
       shapes: deps.shapes,
       ipKeyOf: (ip) => deps.snapshot().clientIp.keyOf(ip),
+      keeper,
+      rules: () => deps.snapshot().config.rateLimits.rules,
     }),
   }
 }

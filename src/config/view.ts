@@ -8,7 +8,7 @@ import { overrideJson } from '../overrides/view.js'
  */
 export function configView(config: Config): Record<string, unknown> {
   const rates = (list: RateList) => list.map((r) => r.text)
-  const { listen, admin, upstream, store, clientIp, rateLimits, sizeLimits, monthly } = config
+  const { listen, admin, clientIp, rateLimits, sizeLimits, monthly } = config
   return {
     deployment: config.deployment,
     workers: config.workers,
@@ -26,25 +26,7 @@ export function configView(config: Config): Record<string, unknown> {
           : { cert_file: listen.tls.certFile, key_file: listen.tls.keyFile },
     },
     admin: { host: admin.host, port: admin.port, token: admin.token === '' ? '' : MASK },
-    upstream: {
-      url: maskUrl(upstream.url),
-      timeout_ms: upstream.timeoutMs,
-      max_connections: upstream.maxConnections,
-      max_connections_per_client: upstream.maxConnectionsPerClient,
-      buffer_request_bytes: upstream.bufferRequestBytes,
-      buffer_response_bytes: upstream.bufferResponseBytes,
-      tunnel_idle_ms: upstream.tunnelIdleMs,
-      max_tunnels: upstream.maxTunnels,
-    },
-    store: {
-      url: maskUrl(store.url),
-      cluster: store.cluster.map(maskUrl),
-      prefix: store.prefix,
-      timeout_ms: store.timeoutMs,
-      on_error: store.onError,
-      leases: store.leases,
-      memory_keys: store.memoryKeys,
-    },
+    ...backendViews(config),
     usage: { keep_after: config.usage.keepAfter },
     client_ip: { trusted_proxies: clientIp.trustedProxies, ipv6_prefix: clientIp.ipv6Prefix },
     rate_limits: {
@@ -151,4 +133,29 @@ export function changedSettings(
     }
   }
   return out
+}
+
+/** The upstream and the store, URLs masked (a password, a query parameter named like a secret). */
+function backendViews({ upstream, store }: Config) {
+  return {
+    upstream: {
+      url: maskUrl(upstream.url),
+      timeout_ms: upstream.timeoutMs,
+      max_connections: upstream.maxConnections,
+      max_connections_per_client: upstream.maxConnectionsPerClient,
+      buffer_request_bytes: upstream.bufferRequestBytes,
+      buffer_response_bytes: upstream.bufferResponseBytes,
+      tunnel_idle_ms: upstream.tunnelIdleMs,
+      max_tunnels: upstream.maxTunnels,
+    },
+    store: {
+      url: maskUrl(store.url),
+      cluster: store.cluster.map(maskUrl),
+      prefix: store.prefix,
+      timeout_ms: store.timeoutMs,
+      on_error: store.onError,
+      leases: store.leases,
+      memory_keys: store.memoryKeys,
+    },
+  }
 }

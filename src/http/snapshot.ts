@@ -21,6 +21,32 @@ export interface Snapshot {
   teamOfBase: ReadonlyMap<string, Team>
   /** SPEC §10: the overrides in force (the file's, with the admin API's changes). */
   overrides: OverrideLookup
+  /**
+   * SPEC §4: a key kept whatever its calls (`base:<uuid>` of a team, of allow.bases or of an
+   * override; `ip:<key>` of a client an override lists): its days, report and evidence by name.
+   */
+  known: (key: string) => boolean
+}
+
+/** SPEC §4: the keys the file and the admin API name, kept by name whatever their calls. */
+function knownKeys(
+  config: Config,
+  teamOfBase: ReadonlyMap<string, Team>,
+  overrides: OverrideLookup
+): (key: string) => boolean {
+  const bases = new Set(config.allow.bases)
+  const clients = overrides.all.some((o) => o.clients.length > 0)
+  return (key) => {
+    if (key.startsWith('base:')) {
+      const uuid = key.slice(5)
+      return bases.has(uuid) || teamOfBase.has(uuid) || overrides.find(uuid, '') !== null
+    }
+    if (!clients || !key.startsWith('ip:')) return false
+    // A client's key is its address, or its IPv6 prefix (`2001:db8::/64`): its first address.
+    const slash = key.indexOf('/')
+    const ip = slash === -1 ? key.slice(3) : key.slice(3, slash)
+    return overrides.find(null, ip) !== null
+  }
 }
 
 export function compileSnapshot(
@@ -39,5 +65,6 @@ export function compileSnapshot(
     allowClient: cidrMatcher(config.allow.clients),
     teams,
     teamOfBase: byBase,
+    known: knownKeys(config, byBase, limits),
   }
 }

@@ -4,8 +4,9 @@ import type { LedgerRef, MonthlyCharge } from '../types.js'
 import type { LedgerRecorder } from '../usage/ledger-recorder.js'
 import type { MonthlyNotices } from '../usage/notices.js'
 import type { UsageRecorder } from '../usage/recorder.js'
-import { CEILING, familyOf } from '../tuning/family.js'
+import { CEILING, familyOf, OTHERS_FAMILY, ruleWords } from '../tuning/family.js'
 import type { ShapeRecorder } from '../tuning/recorder.js'
+import { othersOf, type Keeper } from '../usage/keep.js'
 
 // SPEC §5 at a call's end (spine's end(), beside its line, not inside it): what the call adds
 // to the usage over time and the ledger, and whether its team's month crossed a notice's
@@ -16,6 +17,8 @@ import type { ShapeRecorder } from '../tuning/recorder.js'
 //   this process's fallback admitted it while the store did not answer.
 // And SPEC §11: how its key's calls fall in time (tuning/recorder.ts), admitted or refused, by
 // route family; a base call also on its client's ip_ceiling series.
+// SPEC §4: a key not worth keeping (usage/keep.ts) counts in its class's `others`, by day and
+// in the evidence, so what a flood of one-off keys leaves in the store does not grow with it.
 
 export interface AccountingDeps {
   usage?: UsageRecorder
@@ -29,6 +32,24 @@ export interface AccountingDeps {
   shapes?: ShapeRecorder
   /** SPEC §6: a client's key (an IPv6 client by its prefix), for its ip_ceiling series. */
   ipKeyOf?: (ip: string) => string
+  /** SPEC §4: which keys are kept by name (the rest count in `others`); every key without it. */
+  keeper?: Keeper
+  /** The rules in force (their words stay in the route families, SPEC §11). */
+  rules?: () => readonly { path: string }[]
+}
+
+/** SPEC §4 "came within a tenth of a limit": a rate window at 90 % of its limit, or over it. */
+export function nearALimit(a: Admission): boolean {
+  if (a.refused === 'rate') return true
+  const d = a.decision
+  if (d === null) return false
+  const charges = a.classification.charges
+  for (let i = 0; i < charges.length; i++) {
+    const w = d.windows[i]!
+    if (charges[i]!.kind !== 'monthly' && w.unknown !== true && w.used * 10 >= w.limit * 9)
+      return true
+  }
+  return false
 }
 
 export type Account = (
@@ -40,6 +61,8 @@ export type Account = (
   path?: string | null
 ) => void
 
+const NO_RULES: readonly { path: string }[] = []
+
 /** Route families of recent paths (a path's family is worked out once while it stays here). */
 const FAMILY_CACHE = 4096
 
@@ -49,11 +72,23 @@ function monthlyChargeOf(a: Admission): MonthlyCharge | null {
 }
 
 /** A call's route family, worked out once per method and path while they stay cached. */
-function createFamilyCache(): (method: string, path: string) => string {
+function createFamilyCache(
+  rulePaths: () => readonly { path: string }[]
+): (method: string, path: string) => string {
   // By method, then path: no string is built per call, and the family is the cached object.
   const families = new Map<string, Map<string, string>>()
   let cached = 0
+  let rules: readonly { path: string }[] | null = null
+  let words: ReadonlySet<string> = new Set()
   return (method, path) => {
+    // The rules' words (a reload may change them): the cache starts again with them.
+    const now = rulePaths()
+    if (now !== rules) {
+      rules = now
+      words = ruleWords(now.map((r) => r.path))
+      families.clear()
+      cached = 0
+    }
     let byPath = families.get(method)
     if (byPath === undefined) families.set(method, (byPath = new Map()))
     let f = byPath.get(path)
@@ -62,7 +97,7 @@ function createFamilyCache(): (method: string, path: string) => string {
         for (const m of families.values()) m.clear()
         cached = 0
       }
-      byPath.set(path, (f = familyOf(method, path)))
+      byPath.set(path, (f = familyOf(method, path, words)))
       cached++
     }
     return f
@@ -98,25 +133,37 @@ export function createAccounting(deps: AccountingDeps): Account {
     return { ref: { team, month: m.id, endMs: m.endMs }, day: dayOf(nowMs).id.slice(8) }
   }
 
-  const familyAt = createFamilyCache()
+  const familyAt = createFamilyCache(deps.rules ?? (() => NO_RULES))
   const ceilingOf = createCeilingCache((ip) => deps.ipKeyOf!(ip))
+  const keeper = deps.keeper
   /** SPEC §11: every call a key's windows saw, kept or refused (a give-back never counted). */
-  const shape = (a: Admission, nowMs: number, method: string, path: string) => {
+  const shape = (a: Admission, byName: boolean, nowMs: number, method: string, path: string) => {
     const { cls, key } = a.classification
     if (cls === 'exempt') return
-    deps.shapes!.record(key, familyAt(method, path), nowMs, a.refused)
-    if (cls !== 'other' && key.startsWith('base:') && deps.ipKeyOf !== undefined)
-      deps.shapes!.record(ceilingOf(a.clientIp), CEILING, nowMs, a.refused)
+    if (byName) deps.shapes!.record(key, familyAt(method, path), nowMs, a.refused)
+    else deps.shapes!.record(othersOf(cls), OTHERS_FAMILY, nowMs, a.refused)
+    if (cls !== 'other' && key.startsWith('base:') && deps.ipKeyOf !== undefined) {
+      const ceiling = ceilingOf(a.clientIp)
+      if (keeper === undefined || keeper.see(ceiling, nowMs, false))
+        deps.shapes!.record(ceiling, CEILING, nowMs, a.refused)
+      else deps.shapes!.record(othersOf('ip_ceiling'), OTHERS_FAMILY, nowMs, a.refused)
+    }
   }
 
   return function account(a, givenBack, nowMs, method, path) {
     if (a === null) return
+    const { key, team, cls } = a.classification
+    // A given-back call never happened for the windows: it counts nowhere, kept or not.
+    const byName =
+      givenBack || cls === 'exempt' || keeper === undefined
+        ? true
+        : keeper.see(key, nowMs, nearALimit(a))
     if (deps.shapes !== undefined && !givenBack && method !== undefined && path != null)
-      shape(a, nowMs, method, path)
+      shape(a, byName, nowMs, method, path)
     // Admitted and kept (allowed and exempt calls too: they are served, only never charged).
     const kept = a.refused === null && !givenBack
-    const { key, team } = a.classification
-    if (kept && key.startsWith('base:')) deps.usage?.record(key.slice(5), nowMs)
+    if (kept && key.startsWith('base:'))
+      deps.usage?.record(byName ? key.slice(5) : othersOf(cls), nowMs)
     const monthly = team === undefined ? null : monthlyChargeOf(a)
     if (kept && team !== undefined) {
       if (!deps.monthlyEnabled()) {

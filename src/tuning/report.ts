@@ -5,6 +5,7 @@ import { refusals, timelineOf, type Bounds, type Timeline, type Window } from '.
 import { callOfFamily, CEILING } from './family.js'
 import type { ShapeDay } from './shape.js'
 import { seriesId, splitSeries, type ShapeStore } from './shape-store.js'
+import { isOthers } from '../usage/keep.js'
 
 // SPEC §11 "what it answers": a candidate file judged on the calls the store kept. Per key, its
 // families' shapes are summed into one timeline per window that counts them (a class, a rule,
@@ -90,6 +91,11 @@ export interface TuneReport {
   sections: SectionReport[]
   monthly: TeamReport[]
   suggestions: Suggestion[]
+  /**
+   * SPEC §4: calls of keys not kept by name (under usage.keep_after calls a day, and never near a
+   * limit), by class: seen, and refused as recorded. No key's estimate holds them.
+   */
+  others: Record<string, { calls: number; refused_recorded: number }>
 }
 
 export interface TuneInput {
@@ -509,7 +515,17 @@ export async function tuneReport(input: TuneInput): Promise<TuneReport> {
   const teamBases = new Set<string>()
   for (const snap of [input.running, input.candidate])
     for (const t of snap.teams) for (const b of t.bases) teamBases.add(b)
+  const others: TuneReport['others'] = {}
   await eachKeyShapes(input.store, index, days, index.byKey.keys(), (key, shapes) => {
+    if (isOthers(key)) {
+      const o = (others[key.slice(7)] ??= { calls: 0, refused_recorded: 0 })
+      for (const list of shapes.values())
+        for (const s of list) {
+          o.calls += s.shape.total
+          o.refused_recorded += s.shape.refusedRate + s.shape.refusedMonthly
+        }
+      return
+    }
     judgeKey(input, key, shapes, sectionAt, dayStarts)
     countTeamDays(input, key, shapes, teamDays, teamBases)
   })
@@ -530,6 +546,7 @@ export async function tuneReport(input: TuneInput): Promise<TuneReport> {
     sections: out,
     monthly: await monthlyOf(input, days, teamDays),
     suggestions,
+    others,
   }
 }
 

@@ -4,6 +4,7 @@ import { keys } from '../limiter/keys.js'
 import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
 import { addDays, daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
+import { isOthers } from './keep.js'
 
 // SPEC §5 "usage over time" for bases: admitted calls per day and base, kept 400 days and
 // shared by every instance (they add up); a team's days are its ledger's (limiter/, SPEC §5
@@ -19,14 +20,21 @@ const CHUNK = 1000
 /** The in-memory store keeps at most this many bases (the Redis path's per-interval bound). */
 export const MEMORY_BASES = 50_000
 
-/** One flush: per day (YYYY-MM-DD), the calls per base (32-hex UUID), and when its month ends. */
+/**
+ * One flush: per day (YYYY-MM-DD), the calls per subject, and when its month ends. A subject is
+ * a base (its 32-hex UUID) or a class's `others` (`others:base`: the calls of bases not kept by
+ * name, SPEC §4), which the index of bases never lists.
+ */
 export type UsageBatch = Map<string, { monthEndMs: number; counts: Map<string, number> }>
 
 export interface UsageStore {
   /** Adds the batch's counts, once per batch id: a second write of the same id changes nothing. */
   add(batch: UsageBatch, id: BatchId): Promise<void>
-  /** Calls per day of one base over [from, to] (YYYY-MM-DD): days without calls are absent. */
-  read(uuid: string, from: string, to: string): Promise<Map<string, number>>
+  /**
+   * Calls per day of one subject (a base's UUID, or `others:<class>`) over [from, to]
+   * (YYYY-MM-DD): days without calls are absent.
+   */
+  read(subject: string, from: string, to: string): Promise<Map<string, number>>
   /** The bases with calls in a month ("2026-11"), at most `max` (more: `more` is true). */
   basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }>
 }
@@ -95,7 +103,7 @@ export class MemoryUsageStore implements UsageStore {
   async basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }> {
     const bases: string[] = []
     for (const [uuid, byDay] of this.days) {
-      if (![...byDay.keys()].some((d) => d.startsWith(month))) continue
+      if (isOthers(uuid) || ![...byDay.keys()].some((d) => d.startsWith(month))) continue
       if (bases.length === max) return { bases, more: true }
       bases.push(uuid)
     }
@@ -128,8 +136,12 @@ export class RedisUsageStore implements UsageStore {
     client.defineCommand('basegateUsageAdd', { lua: USAGE_ADD })
   }
 
-  private key(uuid: string, month: string): string {
-    return this.prefix + keys.usageDays(`b:${uuid}`, month)
+  /** A base's month (`{u:b:<uuid>}`), or a class's others (`{u:o:<class>}`): one hash each. */
+  private key(subject: string, month: string): string {
+    return (
+      this.prefix +
+      keys.usageDays(isOthers(subject) ? `o:${subject.slice(7)}` : `b:${subject}`, month)
+    )
   }
 
   /** Pipelines of CHUNK bases (per key on a Cluster, whose pipelines keep to one slot). */
@@ -159,7 +171,7 @@ export class RedisUsageStore implements UsageStore {
    */
   private async write(piece: Write[], id: BatchId): Promise<void> {
     const args = (w: Write) => [w.key, id.instance, id.seq, w.expireAtMs, ...w.fields]
-    const shards = indexShards(piece, (w) => ({
+    const shards = indexShards(bases(piece), (w) => ({
       index: this.prefix + keys.usageIndex(w.month, w.uuid),
       member: w.uuid,
       expireAtMs: w.expireAtMs,
@@ -209,6 +221,11 @@ export class RedisUsageStore implements UsageStore {
     }
     return { bases, more: false }
   }
+}
+
+/** The writes of bases (a class's `others` is in no index). */
+function bases(piece: readonly Write[]): Write[] {
+  return piece.filter((w) => !isOthers(w.uuid))
 }
 
 /** Every day of [from, to] with its calls (0 where none), oldest first. */

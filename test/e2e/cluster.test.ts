@@ -19,6 +19,8 @@ describe('two instances on a real Redis Cluster', () => {
       up.url,
       `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }
 client_ip: { trusted_proxies: [127.0.0.0/8] }
+# every base kept by name (SPEC §4): the per-base counts are what this test reads
+usage: { keep_after: 0 }
 rate_limits: { base: 60/min, ip_ceiling: 10/min }
 monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${TEAM_BASE}"] } ] }`
     )
@@ -137,7 +139,7 @@ describe('upgrade-report on a password-protected Redis Cluster (regression)', ()
     const U = 'abababab-0d3b-4c59-9a51-3e2d7c8b9a10'
     const yaml = testYaml(
       up.url,
-      `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }\nserver: { version: "5.1" }`
+      `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }\nserver: { version: "5.1" }\nusage: { keep_after: 0 }`
     )
     const gw = await startGateway(yaml, { env: { BASEGATE_REPORT_FLUSH_MS: '100' } })
     for (let i = 0; i < 3; i++)

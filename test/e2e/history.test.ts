@@ -44,7 +44,10 @@ function useServerBehindGateway(version: { current: string | null }, extraYaml =
   beforeAll(async () => {
     ctx.up = await startStubUpstream()
     serverOf(ctx.up, version)
-    ctx.gw = await startGateway(testYaml(ctx.up.url, extraYaml), { env: FAST })
+    // Every key kept by name (SPEC §4): the report's keys are what these tests read.
+    ctx.gw = await startGateway(testYaml(ctx.up.url, `usage: { keep_after: 0 }\n${extraYaml}`), {
+      env: FAST,
+    })
     if (version.current !== null) await ctx.gw.waitForLog((l) => l.msg === 'server version known')
   })
   afterAll(async () => {
@@ -194,7 +197,8 @@ describe('version unknown, then known; reload switches it all live', () => {
 describe('the upgrade report, shared by two instances on one Redis', () => {
   const shared = useInstances({
     count: 2,
-    yaml: (redis) => `store: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }`,
+    yaml: (redis) =>
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}hist:" }\nusage: { keep_after: 0 }`,
     env: FAST,
     upstream: (up) => serverOf(up, { current: '5.1' }),
   })

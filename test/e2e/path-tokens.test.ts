@@ -40,7 +40,7 @@ beforeAll(async () => {
   const yaml = (v: string) =>
     testYaml(
       up.url,
-      `server: { version: "${v}" }\nrate_limits: { account: 100/min, other: 100/min }`
+      `server: { version: "${v}" }\nrate_limits: { account: 100/min, other: 100/min }\nusage: { keep_after: 0 }`
     )
   old = await startGateway(yaml('6.0'), { env: FAST })
   current = await startGateway(yaml('6.2'), { env: FAST })

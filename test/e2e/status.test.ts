@@ -92,7 +92,15 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(s.teams[0].days.length).toBeLessThanOrEqual(s.teams[0].days_in_month)
     expect(typeof s.teams[0].pace.projected).toBe('number')
     expect(s.processes).toBe(workers)
-    expect(s.store).toEqual({ kind: 'redis', ready: true, state: 'ok', since_ms: null, last: null })
+    expect(s.store).toEqual({
+      kind: 'redis',
+      ready: true,
+      state: 'ok',
+      since_ms: null,
+      error: null,
+      last: null,
+      episodes: [],
+    })
     expect(s.config.admin.token).toBe('****')
     expect(JSON.stringify(s)).not.toContain(TOKEN)
     // SPEC §9 under workers: each holds its share of the ceiling; the primary sums them.

@@ -28,14 +28,15 @@ const fileWith = (rate: string, extra = '') =>
   writeConfig(
     testYaml(
       up.url,
-      `store: { url: "${redis.url}", prefix: "${redis.prefix}tune:" }\nrate_limits: { base: ${rate} }\n${extra}`
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}tune:" }\nrate_limits: { base: ${rate} }\nusage: { keep_after: 0 }\n${extra}`
     ).replace(/^admin: .*$/m, `admin: { host: 127.0.0.1, port: ${gw.adminPort} }`)
   )
 
 beforeAll(async () => {
   up = await startStubUpstream()
   redis = await startRedis()
-  limits = `store: { url: "${redis.url}", prefix: "${redis.prefix}tune:" }\nrate_limits: { base: 100/min }\nmonthly: { enabled: true, plans: { p: { calls: 1000000 } }, teams: [ { id: acme, plan: p, bases: ["${A}"] } ] }`
+  // Every key kept by name (SPEC §4: B's 4 calls would count in others): the per-key figures are the point.
+  limits = `store: { url: "${redis.url}", prefix: "${redis.prefix}tune:" }\nusage: { keep_after: 0 }\nrate_limits: { base: 100/min }\nmonthly: { enabled: true, plans: { p: { calls: 1000000 } }, teams: [ { id: acme, plan: p, bases: ["${A}"] } ] }`
   gw = await startGateway(testYaml(up.url, limits), { env: { BASEGATE_USAGE_FLUSH_MS: '300' } })
   // A's 30 calls in a burst, B's 4: a limit of 5/min bites A, not B.
   await Promise.all(Array.from({ length: 30 }, () => send(gw.port, { path: rows(A) })))

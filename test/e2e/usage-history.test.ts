@@ -20,7 +20,9 @@ describe('calls per day, shared by two instances (issue #33)', () => {
   const set = useInstances({
     count: 2,
     env: FLUSH,
+    // Every base kept by name (SPEC §4; others and keep_after: test/e2e/strangers.test.ts).
     yaml: (redis) => `store: { url: "${redis.url}", prefix: "${redis.prefix}days:" }
+usage: { keep_after: 0 }
 rate_limits: { base: 1000/min }
 monthly:
   enabled: true
@@ -164,7 +166,8 @@ describe('a killed process loses at most its last interval (issue #33)', () => {
   const set = useInstances({
     count: 1,
     env: FLUSH,
-    yaml: (redis) => `store: { url: "${redis.url}", prefix: "${redis.prefix}kill:" }`,
+    yaml: (redis) =>
+      `store: { url: "${redis.url}", prefix: "${redis.prefix}kill:" }\nusage: { keep_after: 0 }`,
   })
   let other: GatewayProcess
 
@@ -173,7 +176,7 @@ describe('a killed process loses at most its last interval (issue #33)', () => {
     other = await startGateway(
       testYaml(
         set.up.url,
-        `store: { url: "${set.redis.url}", prefix: "${set.redis.prefix}kill:" }`
+        `store: { url: "${set.redis.url}", prefix: "${set.redis.prefix}kill:" }\nusage: { keep_after: 0 }`
       ),
       { env: FLUSH }
     )

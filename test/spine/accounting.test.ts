@@ -53,13 +53,41 @@ function accounted(monthly: string, upstreamStatus = 200) {
 
 describe('SPEC §5: what a call adds, in process', () => {
   it("an admitted call counts in its base's day; a refused one does not", async () => {
-    const a = accounted('rate_limits: { base: 3/min }')
+    const a = accounted('rate_limits: { base: 3/min }\nusage: { keep_after: 0 }')
     const statuses = []
     for (let i = 0; i < 5; i++) statuses.push((await a.g.call('GET', rowsOf(SOLO))).status)
     expect(statuses).toEqual([200, 200, 200, 429, 429])
     await a.flush()
     const days = await a.usageStore.read(hex(SOLO), '2026-11-23', '2026-11-23')
     expect(days.get('2026-11-23')).toBe(3)
+  })
+
+  it('SPEC §4: a base not worth keeping counts in its class’s others; one past keep_after or near a limit by name from that call on', async () => {
+    const a = accounted('rate_limits: { base: 10/min }\nusage: { keep_after: 3 }')
+    // Two calls: under keep_after, in others:base. The third makes it worth keeping.
+    for (let i = 0; i < 4; i++) expect((await a.g.call('GET', rowsOf(SOLO))).status).toBe(200)
+    // A second base at 9 of 10 (90 %) is kept at that call, though under keep_after... no: 9 > 3.
+    await a.flush()
+    const day = '2026-11-23'
+    expect((await a.usageStore.read(hex(SOLO), day, day)).get(day)).toBe(2)
+    expect((await a.usageStore.read('others:base', day, day)).get(day)).toBe(2)
+    // The others subject is in no index of bases (the export lists it apart).
+    expect((await a.usageStore.basesOf('2026-11', 10)).bases).toEqual([hex(SOLO)])
+    // Near a limit: a base whose window is at 90 % is kept, though under keep_after.
+    const b = accounted('rate_limits: { base: 2/min }\nusage: { keep_after: 1000 }')
+    expect((await b.g.call('GET', rowsOf(SOLO))).status).toBe(200)
+    expect((await b.g.call('GET', rowsOf(SOLO))).status).toBe(200) // 2 of 2: near
+    await b.flush()
+    expect((await b.usageStore.read(hex(SOLO), day, day)).get(day)).toBe(1)
+    expect((await b.usageStore.read('others:base', day, day)).get(day)).toBe(1)
+    // A team's base is known: kept from its first call whatever keep_after says.
+    const c = accounted(
+      `usage: { keep_after: 1000 }\nmonthly:\n  enabled: false\n  plans: { small: { calls: 10 } }\n  teams: [ { id: acme, plan: small, bases: ["${ACME}"] } ]`
+    )
+    await c.g.call('GET', rowsOf(ACME))
+    await c.flush()
+    expect((await c.usageStore.read(hex(ACME), day, day)).get(day)).toBe(1)
+    expect((await c.usageStore.read('others:base', day, day)).size).toBe(0)
   })
 
   it('a call the server failed, given back (charge.server_errors: false), counts nowhere', async () => {

@@ -1,0 +1,115 @@
+import { createDayClock, type DayBounds } from '../quota/month.js'
+
+// SPEC §4 "Nothing a stranger sends outlives its window". What basegate keeps beyond a rate
+// window (day counts §5, the upgrade report §8, tuning evidence §11) is kept per key only for
+// keys worth keeping:
+// - bases of a team, bases named in the file or an override, clients an override lists (known);
+// - any other key once it has made `usage.keep_after` calls in a day in this process, or came
+//   within a tenth of a limit (a window's count at 90 % of it or more: shared by every instance);
+// the rest go to one `others` count per class and day, so a flood of one-off keys writes a
+// constant number of long-lived store keys. A key's own counts start with the call that makes
+// it worth keeping (its calls before that, that day, stay in `others`: the counts add up, each
+// call once), and a key kept one day is kept the next from its first call, so a key that calls
+// every day has whole days. Memory is bounded: at most MAX_TRACKED keys counted (two
+// generations: the older is dropped when the newer fills) and MAX_KEPT keys kept a day; past
+// that a key stays in `others`.
+
+/** Keys whose calls a day are counted (towards keep_after) at once, per generation. */
+export const MAX_TRACKED = 100_000
+/** Keys kept a day, besides the known ones. */
+export const MAX_KEPT = 100_000
+
+export interface KeepRules {
+  /** Calls a day after which a key is kept (usage.keep_after; 0: every key). */
+  keepAfter: number
+  /** A key that is kept whatever its calls (a team's base, a base or client an override names). */
+  known: (key: string) => boolean
+}
+
+export class Keeper {
+  private zone = ''
+  private dayOf: (nowMs: number) => DayBounds = () => {
+    throw new Error('no zone')
+  }
+  private day: DayBounds | null = null
+  /** Calls of today counted per key (two generations). */
+  private counts = new Map<string, number>()
+  private older = new Map<string, number>()
+  /** Kept today, and yesterday (kept today from their first call). */
+  private kept = new Set<string>()
+  private keptBefore = new Set<string>()
+  /** Keys that could not be kept today (MAX_KEPT reached). */
+  full = 0
+
+  constructor(
+    private readonly rules: () => KeepRules,
+    private readonly timezone: () => string
+  ) {}
+
+  /**
+   * A call of `key` (its day: `nowMs`); `near`: one of its windows was at 90 % of its limit or
+   * over. True when the call counts under its own key; false: under its class's `others`.
+   */
+  see(key: string, nowMs: number, near: boolean): boolean {
+    this.rollDay(nowMs)
+    if (this.kept.has(key)) return true
+    const rules = this.rules()
+    if (rules.keepAfter === 0 || rules.known(key)) return true
+    if (this.keptBefore.has(key)) return this.keep(key)
+    const n = (this.counts.get(key) ?? this.older.get(key) ?? 0) + 1
+    if (near || n >= rules.keepAfter) return this.keep(key)
+    if (this.counts.size >= MAX_TRACKED) {
+      this.older = this.counts
+      this.counts = new Map()
+    }
+    this.counts.set(key, n)
+    return false
+  }
+
+  /** Whether `key` is kept now (no call counted: the upgrade report asks before the call ends). */
+  keeps(key: string, nowMs: number): boolean {
+    this.rollDay(nowMs)
+    if (this.kept.has(key) || this.keptBefore.has(key)) return true
+    const rules = this.rules()
+    return rules.keepAfter === 0 || rules.known(key)
+  }
+
+  private keep(key: string): boolean {
+    if (this.kept.size >= MAX_KEPT) {
+      this.full++
+      return false
+    }
+    this.kept.add(key)
+    this.counts.delete(key)
+    this.older.delete(key)
+    return true
+  }
+
+  private rollDay(nowMs: number): void {
+    const d = this.day
+    if (d !== null && nowMs >= d.startMs && nowMs < d.endMs) return
+    const zone = this.timezone()
+    if (zone !== this.zone) {
+      this.zone = zone
+      this.dayOf = createDayClock(zone)
+    }
+    const next = this.dayOf(nowMs)
+    if (d !== null && next.id !== d.id) {
+      this.keptBefore = this.kept
+      this.kept = new Set()
+      this.counts = new Map()
+      this.older = new Map()
+    }
+    this.day = next
+  }
+
+  /** Keys kept today (metrics, tests). */
+  get keptToday(): number {
+    return this.kept.size
+  }
+}
+
+/** The `others` subject of a class (its calls of keys not kept, per day). */
+export const othersOf = (cls: string): string => `others:${cls}`
+
+export const isOthers = (subject: string): boolean => subject.startsWith('others:')
