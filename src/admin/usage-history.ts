@@ -1,4 +1,5 @@
 import type { Context, Hono } from 'hono'
+import { othersOf } from '../usage/keep.js'
 import type { ConfigHolder } from '../config/holder.js'
 import { addDays, dayBounds, daysBetween, daysInMonth, parseIsoDate } from '../quota/month.js'
 import { parseUuid } from '../request/base-uuid.js'
@@ -20,8 +21,11 @@ import { monthOf } from './teams.js'
 //   credited), one per month of the range (quota, used, credited, remaining: each month its own),
 //   and the pace of the last 7 full days; `to` past today is read as today.
 // - GET /v1/usage/export?from&to[&format=csv]: every team and every base with calls in the
-//   range, in one answer, `date,kind,id,team,calls,credited`.
-// A CSV is named for its subject and range (Content-Disposition); days are monthly.timezone's.
+//   range, in one answer, `date,kind,id,team,calls,credited`, streamed (a page of bases at a
+//   time, however many the range holds), month by month: the teams, each class's `others`
+//   (kind `others`, id the class: the calls of keys not kept by name, SPEC §4), then the bases.
+// A CSV is named for its subject and range (Content-Disposition); days are monthly.timezone's;
+// a cell that a spreadsheet would read as a formula is written with a leading ' (OWASP).
 
 export interface HistoryRouteDeps {
   holder: ConfigHolder
@@ -31,9 +35,6 @@ export interface HistoryRouteDeps {
   /** This instance's counts of the last interval written first (every worker's). */
   flush: () => Promise<void>
 }
-
-/** The most bases one export reads (each a hash per month): past it, a narrower range. */
-export const MAX_EXPORT_BASES = 100_000
 
 type Range = { from: string; to: string; today: string; timeZone: string }
 type Subject = { kind: 'team'; id: string } | { kind: 'base'; id: string }
@@ -95,7 +96,7 @@ export function hyphenated(uuid: string): string {
 
 interface Row {
   date: string
-  kind: 'team' | 'base'
+  kind: 'team' | 'base' | 'others'
   id: string
   team: string
   calls: number
@@ -103,16 +104,20 @@ interface Row {
 }
 
 const CSV_HEAD = 'date,kind,id,team,calls,credited'
-/** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
-const field = (v: string | number) => {
-  const s = String(v)
+/**
+ * A CSV field: a text that begins with `=`, `+`, `-`, `@`, a tab or a carriage return gets a
+ * leading `'` (OWASP's advice: a spreadsheet would run it as a formula; a team id is the
+ * operator's text, and a client's), then quoted when it holds a comma, a quote or a line break
+ * (RFC 4180). Numbers are written as they are.
+ */
+export function csvField(v: string | number): string {
+  if (typeof v === 'number') return String(v)
+  const s = /^[=+\-@\t\r]/.test(v) ? `'${v}` : v
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s
 }
-const csvOf = (rows: readonly Row[]) =>
-  [
-    CSV_HEAD,
-    ...rows.map((r) => [r.date, r.kind, r.id, r.team, r.calls, r.credited].map(field).join(',')),
-  ].join('\n') + '\n'
+const csvLine = (r: Row) =>
+  [r.date, r.kind, r.id, r.team, r.calls, r.credited].map(csvField).join(',') + '\n'
+const csvOf = (rows: readonly Row[]) => CSV_HEAD + '\n' + rows.map(csvLine).join('')
 
 /** `attachment; filename="…"`: what it holds and its range, in the zone's days. */
 function disposition(what: string, r: Range): string {
@@ -218,20 +223,54 @@ export function usageHistoryRoutes(app: Hono, deps: HistoryRouteDeps): void {
     const r = checkRange(c, deps)
     if ('error' in r) return c.json({ error_msg: r.error }, 400)
     await deps.flush().catch(() => {})
-    const out = await exportRows(deps, r)
-    if ('error' in out) return c.json({ error_msg: out.error }, 400)
-    if (wantsCsv(c))
-      return c.body(csvOf(out.rows), 200, {
-        'content-type': 'text/csv; charset=utf-8',
-        'content-disposition': disposition('usage', r),
-      })
-    return c.json({
-      from: r.from,
-      to: r.to,
-      timezone: r.timeZone,
-      rows: out.rows,
-      months: out.months,
-    })
+    // The teams' months first (the teams are the file's: few); the rows then stream.
+    const months = await teamMonthsOf(deps, r)
+    const csv = wantsCsv(c)
+    const head = csv
+      ? `${CSV_HEAD}\n`
+      : `{"from":${JSON.stringify(r.from)},"to":${JSON.stringify(r.to)},"timezone":${JSON.stringify(r.timeZone)},"months":${JSON.stringify(months)},"rows":[`
+    const range: Range = r
+    async function* text(): AsyncGenerator<string> {
+      yield head
+      let first = true
+      for await (const rows of exportRows(deps, range)) {
+        let piece = ''
+        for (const row of rows) {
+          piece += csv ? csvLine(row) : `${first ? '' : ','}${JSON.stringify(row)}`
+          first = false
+        }
+        if (piece !== '') yield piece
+      }
+      if (!csv) yield ']}'
+    }
+    const headers: Record<string, string> = {
+      'content-type': csv ? 'text/csv; charset=utf-8' : 'application/json',
+    }
+    if (csv) headers['content-disposition'] = disposition('usage', r)
+    return new Response(streamOf(text()), { status: 200, headers })
+  })
+}
+
+/**
+ * A body read as the client takes it (the next page is read only when the last was taken); a
+ * failure mid-way (the store went away) errors the stream, so the client sees a cut transfer,
+ * never a short export that looks whole.
+ */
+function streamOf(chunks: AsyncGenerator<string>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder()
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const next = await chunks.next()
+        if (next.done === true) controller.close()
+        else controller.enqueue(encoder.encode(next.value))
+      } catch (err) {
+        controller.error(err)
+      }
+    },
+    async cancel() {
+      await chunks.return(undefined)
+    },
   })
 }
 
@@ -240,44 +279,65 @@ function teamOfBase(deps: HistoryRouteDeps, uuid: string): string {
   return deps.holder.current.teams.find((t) => t.bases.includes(uuid))?.id ?? ''
 }
 
-/** Every team and base with calls in the range (days without calls left out). */
-async function exportRows(
+/** Each team's months in the range (quota, used, credited, remaining). */
+async function teamMonthsOf(
   deps: HistoryRouteDeps,
   r: Range
-): Promise<{ rows: Row[]; months: (MonthRow & { team: string })[] } | { error: string }> {
-  const rows: Row[] = []
+): Promise<(MonthRow & { team: string })[]> {
   const months: (MonthRow & { team: string })[] = []
   for (const t of deps.holder.current.teams) {
     const h = await teamHistory(deps, t.id, r)
-    for (const row of rowsOf({ kind: 'team', id: t.id }, t.id, h.days, r))
-      if (row.calls > 0 || row.credited > 0) rows.push(row)
     for (const m of h.months) months.push({ team: t.id, ...m })
   }
-  let read = 0
+  return months
+}
+
+/** The classes whose `others` the export lists (SPEC §4: keys not kept by name, by class). */
+const OTHERS_CLASSES = ['base', 'account', 'auth_token', 'other'] as const
+
+/**
+ * Every team, class's others and base with calls in the range (days without calls left out), a
+ * piece at a time, month by month: what is held is one page of bases.
+ */
+async function* exportRows(deps: HistoryRouteDeps, r: Range): AsyncGenerator<Row[]> {
   for (const month of monthsOf(r.from, r.to)) {
-    const { bases, more } = await deps.usage.basesOf(month, MAX_EXPORT_BASES - read)
-    read += bases.length
-    if (more)
-      return {
-        error: `to: the range ${r.from} to ${r.to} holds more than ${MAX_EXPORT_BASES} bases by month; ask for fewer months`,
-      }
     const first = month === r.from.slice(0, 7) ? r.from : `${month}-01`
     const last =
       month === r.to.slice(0, 7) ? r.to : `${month}-${String(daysInMonth(month)).padStart(2, '0')}`
-    for (let i = 0; i < bases.length; i += 500) {
-      const piece = bases.slice(i, i + 500)
-      const reads = await Promise.all(piece.map((b) => deps.usage.read(b, first, last)))
-      piece.forEach((uuid, k) => {
+    const inMonth = { ...r, from: first, to: last }
+    for (const t of deps.holder.current.teams) {
+      const h = await teamHistory(deps, t.id, inMonth)
+      yield rowsOf({ kind: 'team', id: t.id }, t.id, h.days, inMonth).filter(
+        (row) => row.calls > 0 || row.credited > 0
+      )
+    }
+    for (const cls of OTHERS_CLASSES) {
+      const days = await deps.usage.read(othersOf(cls), first, last)
+      yield [...days]
+        .sort()
+        .filter(([, calls]) => calls > 0)
+        .map(([date, calls]): Row => ({
+          date,
+          kind: 'others',
+          id: cls,
+          team: '',
+          calls,
+          credited: 0,
+        }))
+    }
+    for await (const page of deps.usage.bases(month)) {
+      const reads = await Promise.all(page.map((b) => deps.usage.read(b, first, last)))
+      const rows: Row[] = []
+      page.forEach((uuid, k) => {
         const team = teamOfBase(deps, uuid)
         for (const [date, calls] of [...reads[k]!].sort()) {
           if (calls > 0)
             rows.push({ date, kind: 'base', id: hyphenated(uuid), team, calls, credited: 0 })
         }
       })
+      yield rows
     }
   }
-  rows.sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : a.kind < b.kind ? 1 : -1))
-  return { rows, months }
 }
 
 /** This month's days so far of a team (the status page's small chart), from its ledger. */

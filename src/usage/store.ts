@@ -17,6 +17,8 @@ export const KEEP_DAYS = 400
 const DAY_MS = 86_400_000
 /** Bases written per pipeline. */
 const CHUNK = 1000
+/** Bases read per page (the export's). */
+const PAGE = 1000
 /** The in-memory store keeps at most this many bases (the Redis path's per-interval bound). */
 export const MEMORY_BASES = 50_000
 
@@ -35,8 +37,11 @@ export interface UsageStore {
    * (YYYY-MM-DD): days without calls are absent.
    */
   read(subject: string, from: string, to: string): Promise<Map<string, number>>
-  /** The bases with calls in a month ("2026-11"), at most `max` (more: `more` is true). */
-  basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }>
+  /**
+   * The bases with calls in a month ("2026-11"), a page at a time (the export streams them:
+   * however many a month holds, a page is what is held).
+   */
+  bases(month: string): AsyncIterable<string[]>
 }
 
 /** The months (YYYY-MM) that [from, to] touches, in order. */
@@ -100,14 +105,17 @@ export class MemoryUsageStore implements UsageStore {
     return out
   }
 
-  async basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }> {
-    const bases: string[] = []
+  async *bases(month: string): AsyncIterable<string[]> {
+    let page: string[] = []
     for (const [uuid, byDay] of this.days) {
       if (isOthers(uuid) || ![...byDay.keys()].some((d) => d.startsWith(month))) continue
-      if (bases.length === max) return { bases, more: true }
-      bases.push(uuid)
+      page.push(uuid)
+      if (page.length === PAGE) {
+        yield page
+        page = []
+      }
     }
-    return { bases, more: false }
+    if (page.length > 0) yield page
   }
 }
 
@@ -206,20 +214,15 @@ export class RedisUsageStore implements UsageStore {
     return out
   }
 
-  async basesOf(month: string, max: number): Promise<{ bases: string[]; more: boolean }> {
-    const bases: string[] = []
+  async *bases(month: string): AsyncIterable<string[]> {
     for (const key of keys.usageIndexes(month)) {
       let cursor = '0'
       do {
-        const [next, found] = await this.client.sscan(this.prefix + key, cursor, 'COUNT', 1000)
+        const [next, found] = await this.client.sscan(this.prefix + key, cursor, 'COUNT', PAGE)
         cursor = next
-        for (const b of found) {
-          if (bases.length === max) return { bases, more: true }
-          bases.push(b)
-        }
+        if (found.length > 0) yield found
       } while (cursor !== '0')
     }
-    return { bases, more: false }
   }
 }
 

@@ -19,3 +19,13 @@ export function storeOf(parts: Partial<LimiterStore>, mem = new MemoryStore()): 
     ...parts,
   }
 }
+
+/** Every base a usage store lists for a month (its pages, in one list). */
+export async function allBases(
+  store: { bases(month: string): AsyncIterable<string[]> },
+  month: string
+): Promise<string[]> {
+  const out: string[] = []
+  for await (const page of store.bases(month)) out.push(...page)
+  return out
+}
