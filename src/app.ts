@@ -30,9 +30,13 @@ import { TOO_SLOW } from './size/body-pace.js'
 import type { SizeDeps } from './size/body.js'
 import { tooSlowMessage } from './size/check.js'
 import { nothingHeld, on, type Bodied, type Next, type Reply } from './spine/call.js'
+import { tmpdir } from 'node:os'
+import { AnswerSpool } from './http/answer-spool.js'
+import { heldLimitsOf } from './size/body.js'
 import {
   bodyStep,
   gateStep,
+  release,
   keyShareStep,
   poolStep,
   slotStep,
@@ -138,6 +142,11 @@ function forwardStep(call: Bodied & HttpArrived, flow: Flow, deps: GatewayDeps):
       paced: call.body.paced,
       requestId: call.requestId,
       traceparent: up?.traceparent,
+      pace: call.body.pace,
+      holdAnswer: answerHolder(call, flow),
+      // SPEC §4: the server's part is over: its slot, pool share and key's place go now, while
+      // a slow client still takes its answer from what is held for it.
+      onUpstreamDone: (ms) => release(call, flow, ms),
       done: (r) => {
         if (up !== null) endWith(up.span, r.status, {})
         call.bytesOut = r.bytesOut
@@ -146,6 +155,22 @@ function forwardStep(call: Bodied & HttpArrived, flow: Flow, deps: GatewayDeps):
       },
     })
   )
+}
+
+/** SPEC §4 "Answers": where a slow client's answer waits (none with buffer_response_bytes 0). */
+function answerHolder(call: Bodied & HttpArrived, flow: Flow): (() => AnswerSpool) | undefined {
+  const { snapshot, admission } = call.gate
+  const memory = snapshot.config.upstream.bufferResponseBytes
+  if (memory === 0) return undefined
+  const { budget, processes, tmpDir } = flow.sizeDeps
+  return () =>
+    new AnswerSpool(
+      budget,
+      heldLimitsOf(snapshot.config.sizeLimits, processes),
+      memory,
+      snapshot.clientIp.keyOf(admission.clientIp),
+      tmpDir ?? tmpdir()
+    )
 }
 
 /** The outcome of a forwarded call, from what the forwarder saw. */
@@ -199,6 +224,7 @@ function sizeDepsOf(deps: GatewayDeps, clock: Clock): SizeDeps {
       const t = clock.setTimer(fn, ms)
       return () => t.cancel()
     },
+    now: () => clock.monotonic(),
   }
 }
 
@@ -210,6 +236,7 @@ function sharesOf(deps: GatewayDeps, clock: Clock): UpstreamShares {
       total: upstream.maxConnections,
       perClient: upstream.maxConnectionsPerClient,
       waitMs: protect.queueMs,
+      priority: protect.priority,
     }
   }, clock)
   deps.metrics?.watchShares(() => shares.state())

@@ -22,7 +22,7 @@ export type Outcome =
   | { kind: 'upstream_error'; status: number; upstreamMs: number | null; error: string }
   | { kind: 'client_aborted'; upstreamMs: number | null }
   /**
-   * basegate cut a client that took none of its answer for upstream.timeout_ms (nginx's
+   * basegate cut a client that took no byte of its answer for upstream.timeout_ms (nginx's
    * send_timeout): the status it had begun to get.
    */
   | { kind: 'send_timeout'; status: number; upstreamMs: number | null }

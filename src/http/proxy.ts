@@ -5,7 +5,9 @@ import { Pool } from 'undici'
 import { connectionTokens, HOP_BY_HOP } from '../request/hop-by-hop.js'
 import { peerAddress } from '../request/client-ip.js'
 import { sendJsonError } from './respond.js'
-import { paced, TOO_SLOW } from '../size/body-pace.js'
+import { paced, TOO_SLOW, type BodyPace } from '../size/body-pace.js'
+import type { AnswerSpool } from './answer-spool.js'
+import { AnswerRelay } from './answer-relay.js'
 import { tooSlowMessage } from '../size/check.js'
 
 // SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,
@@ -43,6 +45,18 @@ export interface ForwardRequest {
   requestId?: string
   /** Issue #25: the upstream call's span as W3C trace context (in place of the client's). */
   traceparent?: string
+  /** The watch of a body read ahead (its rest keeps the average from its first byte). */
+  pace?: BodyPace
+  /**
+   * SPEC §4 "Answers": where what the client does not take yet waits (memory, then a temporary
+   * file, within the held-body bounds); absent: the answer streams at the client's pace.
+   */
+  holdAnswer?: () => AnswerSpool
+  /**
+   * The server's part is over (its answer read whole): what the call held at the server (its
+   * slot, its pool share, its key's place) may go, while the client still takes the answer.
+   */
+  onUpstreamDone?: (upstreamMs: number | null) => void
   done: (r: ForwardResult) => void
 }
 
@@ -186,7 +200,7 @@ function answerFailure(
   finish({ status: 502, upstreamMs, error: code, bytesOut })
 }
 
-/** The error of a forward whose client basegate cut (it took none of its answer in time). */
+/** The error of a forward whose client basegate cut (it took no byte of its answer in time). */
 export const SEND_TIMEOUT = 'SEND_TIMEOUT'
 
 function wentAway(): Error {
@@ -214,30 +228,6 @@ function stopWhenClientLeaves(res: ServerResponse): (abort: (err?: Error) => voi
   }
 }
 
-/**
- * The upstream's answer waits until the client has taken what is held for it. A client that
- * takes none of it for `ms` (the upstream's own idle time) is cut, as nginx's send_timeout
- * does: it would hold the upstream connection for good.
- */
-function resumeOnDrain(
-  res: ServerResponse,
-  resume: () => void,
-  clock: Clock,
-  ms: number,
-  onCut: () => void
-): void {
-  const stalled = clock.setTimer(() => {
-    onCut()
-    res.destroy()
-  }, ms)
-  res.once('drain', () => {
-    stalled.cancel()
-    resume()
-  })
-  // A client that leaves ends the wait; its timer must not outlive the call.
-  res.once('close', () => stalled.cancel())
-}
-
 /** What undici sends: the held body, or the request's own, paced where the client still sends it. */
 function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null {
   const source = f.body ?? (hasBody(f.req) ? f.req : null)
@@ -247,7 +237,7 @@ function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null 
     const t = clock.setTimer(fn, ms)
     return () => t.cancel()
   }
-  return paced(source as AsyncIterable<Buffer>, rate, setTimer, () => clock.monotonic())
+  return paced(source as AsyncIterable<Buffer>, rate, setTimer, () => clock.monotonic(), f.pace)
 }
 
 export function createForwarder(opts: ForwarderOptions): Forwarder {
@@ -267,15 +257,21 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
     let resumeUpstream: () => void = () => {}
     const onConnect = stopWhenClientLeaves(res)
     let finished = false
-    /** basegate cut the client (it took none of its answer in time): said as such, not as a leaver. */
-    let cut = false
+    const relay = new AnswerRelay(res, clock, f.timeoutMs, f.holdAnswer, {
+      ended: () => finish({ status: res.statusCode, upstreamMs, bytesOut: relay.bytes }),
+      resume: () => resumeUpstream(),
+      gone: () => finish({ status: 0, upstreamMs, bytesOut: relay.taken, error: 'ECONNRESET' }),
+    })
     const finish = (r: ForwardResult) => {
       if (finished) return
       finished = true
-      done(cut ? { ...r, status: res.statusCode, error: SEND_TIMEOUT } : r)
+      relay.close()
+      // basegate cut the client: said as such (not as a leaver), with what it had taken.
+      const cut = relay.cut
+      done(cut ? { ...r, status: res.statusCode, error: SEND_TIMEOUT, bytesOut: relay.taken } : r)
     }
-    let bytesOut = 0
-    const fail = (err: Error) => answerFailure(err, { ...f, upstreamMs, bytesOut, finish })
+    const fail = (err: Error) =>
+      answerFailure(err, { ...f, upstreamMs, bytesOut: relay.bytes, finish })
     // The client left while its call was checked (its close came before the listener above).
     if (res.destroyed) return fail(wentAway())
     // undici's dispatch with a handler: the upstream's raw headers go to the client as they
@@ -308,15 +304,11 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
           resumeUpstream = resume
           return true
         },
-        onData(chunk: Buffer) {
-          bytesOut += chunk.length
-          if (res.write(chunk)) return true
-          resumeOnDrain(res, resumeUpstream, clock, f.timeoutMs, () => (cut = true))
-          return false
-        },
+        onData: (chunk: Buffer) => relay.data(chunk),
         onComplete() {
-          res.end()
-          finish({ status: res.statusCode, upstreamMs, bytesOut })
+          // SPEC §4: the server's part is over (its connection goes back to the pool now).
+          f.onUpstreamDone?.(upstreamMs)
+          relay.complete()
         },
         onError(err: Error) {
           fail(err)

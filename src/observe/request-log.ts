@@ -113,7 +113,7 @@ const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
   upstream_error: 'upstream error',
   upstream_5xx: 'the upstream answered 5xx',
   client_aborted: 'client went away',
-  send_timeout: 'cut: the client took none of its answer for upstream.timeout_ms',
+  send_timeout: 'cut: the client took no byte of its answer for upstream.timeout_ms',
   gone: 'refused: removed endpoint',
   shed: 'refused: the server is busy (shed)',
   key_in_flight: 'refused: too many calls of this key in progress',

@@ -261,8 +261,11 @@ export type BodyRead =
   | { kind: 'whole'; body: HeldBody }
   /** `onChunk` asked to stop: the rest is left unread (the connection is to close). */
   | { kind: 'stopped'; body: HeldBody }
-  /** Over `maxBytes`: what was read, and the rest still in the request stream. */
-  | { kind: 'too_large'; body: HeldBody }
+  /**
+   * Over `maxBytes`: what was read, and the rest still in the request stream; `pace`, on a
+   * read ahead, the body's watch, still running (the rest keeps the average from its first byte).
+   */
+  | { kind: 'too_large'; body: HeldBody; pace?: BodyPace }
   /** Holding it would pass a bound: at the head (an announced length) or at the byte that passes it. */
   | { kind: 'full'; bound: HeldBound; atHead: boolean }
   /**
@@ -298,15 +301,24 @@ export interface ReadOptions {
   onHeadPassed?: () => void
   /** Sees each chunk before it is held; false stops the read. */
   onChunk?: (chunk: Buffer) => boolean
+  /**
+   * SPEC §4 a read ahead (an unchecked upload): the first `maxBytes` are read whatever the length
+   * announced (a longer body is not refused: its rest streams on, its watch with it).
+   */
+  readAhead?: boolean
   /** Sets the body's timer (the injected clock's); returns its cancel. */
   setTimer: SetTimer
+  /** The injected clock's monotonic time (the pace's held time). */
+  now?: () => number
 }
 
 /** What an announced length decides before a byte is read; null: read on. */
 function headRead(req: IncomingMessage, opts: ReadOptions, holder: Holder): BodyRead | null {
   const declared = req.headers['content-length']
   if (declared === undefined) return null
-  const length = Number(declared)
+  // A read ahead holds at most maxBytes of a longer body (the rest streams on).
+  const length =
+    opts.readAhead === true ? Math.min(Number(declared), opts.maxBytes) : Number(declared)
   if (length > opts.maxBytes) return { kind: 'too_large', body: holder }
   // SPEC §4: a length past what this client may still hold is refused before a byte is read
   // (nothing is reserved: a head alone holds nothing).
@@ -314,6 +326,16 @@ function headRead(req: IncomingMessage, opts: ReadOptions, holder: Holder): Body
   return opts.overflow === 'stream'
     ? { kind: 'unheld', body: holder }
     : { kind: 'full', bound: 'client_share', atHead: true }
+}
+
+/**
+ * A read ahead's watch, handed to the rest of the body: until the forward reads on, the time is
+ * not the client's (held), and nothing answers for it here.
+ */
+function handedOver(pace: BodyPace): BodyPace {
+  pace.hold(true)
+  pace.onSlow = () => {}
+  return pace
 }
 
 /**
@@ -335,7 +357,9 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
       if (finished) return
       finished = true
       cancelTimer()
-      pace.stop()
+      // A read ahead hands its watch to the rest of the body; every other end stops it.
+      if (r.kind === 'too_large' && opts.readAhead === true) r.pace = handedOver(pace)
+      else pace.stop()
       req.off('data', onData)
       req.off('end', onEnd)
       req.off('error', onError)
@@ -351,10 +375,15 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
             req.pause()
             done({ kind: 'timeout' })
           }, opts.timeoutMs)
-    const pace = new BodyPace(opts.minBodyRate, opts.setTimer, () => {
-      req.pause()
-      done({ kind: 'too_slow' })
-    })
+    const pace = new BodyPace(
+      opts.minBodyRate,
+      opts.setTimer,
+      () => {
+        req.pause()
+        done({ kind: 'too_slow' })
+      },
+      opts.now
+    )
     const fail = (error: Error) => {
       req.pause()
       done({ kind: 'failed', error })

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Config } from '../types.js'
 import type { BodyCheck, SizeCheck } from './actions.js'
+import type { BodyPace } from './body-pace.js'
 import {
   heldThenRest,
   readHeldBody,
@@ -14,6 +15,7 @@ import {
   checkSize,
   listRowsRefusal,
   tooSlowMessage,
+  fullMessage,
   readFields,
   type SizeContext,
   type SizeRefusal,
@@ -36,6 +38,8 @@ export type SizedBody =
        * or the rest of it does), so min_body_rate holds it; a body held whole is not paced.
        */
       paced: boolean
+      /** The watch of a body read ahead: the rest keeps its average from the first byte. */
+      pace?: BodyPace
     }
   | { kind: 'refused'; refusal: SizeRefusal; release: () => void }
   | { kind: 'aborted' }
@@ -54,6 +58,8 @@ export interface SizeDeps {
   tmpDir?: string
   /** The injected clock's timer (body_timeout_ms). */
   setTimer: (fn: () => void, ms: number) => () => void
+  /** The injected clock's monotonic time (min_body_rate's held time). */
+  now?: () => number
 }
 
 /** What the body step knows of the call: where it goes, who sends it, when its head came. */
@@ -132,31 +138,21 @@ export function sizedBody(
 ): SizedBody | Promise<SizedBody> {
   if (check === null) {
     if (at.fields !== undefined) return bodySized(deps, req, config, null, at)
-    return bufferable(req, config) ? buffered(deps, req, config, at) : STREAMED
+    return config.upstream.bufferRequestBytes > 0 ? readAhead(deps, req, config, at) : STREAMED
   }
   if (check.counts === 'query') return sizedQuery(config, at.query)
   return bodySized(deps, req, config, check, at)
 }
 
 /**
- * SPEC §4 upstream.buffer_request_bytes: an unchecked body that announces at most that many
- * bytes is read before an upstream connection is taken (nginx's proxy_request_buffering), so a
- * slow sender holds no connection to the server while it sends.
+ * SPEC §4 upstream.buffer_request_bytes: an unchecked body is read before an upstream
+ * connection is taken (nginx's proxy_request_buffering): whole when it is that short, else its
+ * first buffer_request_bytes, then the rest streams on (paced, the same watch). So a head that
+ * sends no byte, or a slow sender of its first part, holds no connection to the server. What is
+ * read is held within the held-body bounds (memory, then a temporary file); a body that cannot
+ * be held is refused 503 as a checked one is (nothing forwarded, nothing charged).
  */
-function bufferable(req: IncomingMessage, config: Config): boolean {
-  const max = config.upstream.bufferRequestBytes
-  const declared = req.headers['content-length']
-  if (max === 0 || declared === undefined || req.headers['transfer-encoding'] !== undefined)
-    return false
-  const length = Number(declared)
-  return length > 0 && length <= max
-}
-
-/**
- * The unchecked body read in memory (counted in the held-body budget as a checked one is):
- * what memory cannot hold is streamed on, paced; one that comes too slowly is a 408.
- */
-async function buffered(
+async function readAhead(
   deps: SizeDeps,
   req: IncomingMessage,
   config: Config,
@@ -170,36 +166,38 @@ async function buffered(
     client: at.client,
     timeoutMs: null,
     minBodyRate: limits.minBodyRate,
-    memoryOnly: true,
-    overflow: 'stream',
+    readAhead: true,
+    dir: deps.tmpDir,
     onHeadPassed: at.onHeadPassed,
     setTimer: deps.setTimer,
+    now: deps.now,
   })
-  const release = (body: HeldBody) => () => void body.release()
   switch (read.kind) {
     case 'whole':
       return {
         kind: 'forward',
         body: read.body.chunks(),
         broken: null,
-        release: release(read.body),
+        release: releaser(deps, read.body),
         paced: false,
       }
-    case 'unheld':
-    case 'too_large': // a body longer than it announced: the server reads what it announced
+    case 'too_large':
       return {
         kind: 'forward',
-        body: heldThenRest(read.body, req, read.kind === 'unheld' ? read.pending : undefined),
+        body: heldThenRest(read.body, req),
         broken: null,
-        release: release(read.body),
+        release: releaser(deps, read.body),
         paced: true,
+        pace: read.pace,
       }
+    case 'full':
+      return { kind: 'unavailable', message: fullMessage(read.bound), bound: read.bound }
+    case 'failed':
+      return { kind: 'unavailable', message: fullMessage(undefined) }
     case 'too_slow':
       return { kind: 'timeout', message: tooSlowMessage(limits.minBodyRate), why: 'min_body_rate' }
-    case 'aborted':
-      return { kind: 'aborted' }
     default:
-      // Memory only, no clock bound, no cap it could pass: nothing else can end this read.
+      // aborted (no clock bound and no cap apply to a read ahead: nothing else ends it).
       return { kind: 'aborted' }
   }
 }

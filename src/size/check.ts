@@ -354,10 +354,12 @@ function notWhole(
 }
 
 /** SPEC §4: which bound a held body would pass, said to the client (its 503's error_msg). */
-function fullMessage(bound: HeldBound): string {
+export function fullMessage(bound: HeldBound | undefined): string {
+  if (bound === undefined)
+    return 'the request body could not be held (its temporary file failed); try again shortly'
   return bound === 'client_share'
-    ? "this client's request bodies waiting for their size check are at their bound (size_limits.client_share of buffer_bytes + spill_bytes); try again shortly"
-    : 'request bodies waiting for their size check are at their bound (size_limits.buffer_bytes + spill_bytes); try again shortly'
+    ? "this client's request bodies held before forwarding are at their bound (size_limits.client_share of buffer_bytes + spill_bytes); try again shortly"
+    : 'request bodies held before forwarding are at their bound (size_limits.buffer_bytes + spill_bytes); try again shortly'
 }
 
 /** SPEC §4 min_body_rate, said to the client (its 408's error_msg). */

@@ -258,14 +258,15 @@ function bodyRead<C extends Passed & HttpArrived>(
 }
 
 /**
- * SPEC §4: one of the client's own upstream connections (its share of the pool; the last part
- * of the pool is kept for clients that hold none). None within protect.queue_ms: 503, given back.
+ * SPEC §4: one of the client's own upstream connections (its share of the pool; the last share
+ * is kept for clients that hold none), the first class in protect.priority first among its
+ * waiting calls. None within protect.queue_ms: 503 saying which bound (its own share, or the
+ * pool), given back; a client that leaves while it waits is given back too.
  */
 export function poolStep<C extends Bodied & HttpArrived>(call: C, flow: Flow): Next<C> {
   const { admission, snapshot } = call.gate
   const client = snapshot.clientIp.keyOf(admission.clientIp)
-  const streamed = call.body.paced && hasBody(call.req.headers)
-  const share = flow.shares.take(client, streamed, call.reply.client)
+  const share = flow.shares.take(client, admission.classification.cls, call.reply.client)
   if (share === 'granted') {
     call.held.share = client
     return call
@@ -275,13 +276,15 @@ export function poolStep<C extends Bodied & HttpArrived>(call: C, flow: Flow): N
       call.held.share = client
       return call
     }
-    if (w === 'cancelled') return { kind: 'client_aborted', upstreamMs: null }
     call.givenBack = await flow.guard.giveBackNow(admission)
+    if (w === 'cancelled') return { kind: 'client_aborted', upstreamMs: null }
     const headers = flow.guard.shedHeaders(admission, snapshot.config)
-    call.bytesOut = call.reply.json(503, SHARE_MESSAGE, headers)
+    call.bytesOut = call.reply.json(503, w === 'own' ? SHARE_MESSAGE : POOL_MESSAGE, headers)
     return { kind: 'upstream_share' }
   })
 }
 
 export const SHARE_MESSAGE =
   "this client's connections to the server are all in use (upstream.max_connections_per_client); try again shortly"
+export const POOL_MESSAGE =
+  "the gateway's connections to the server are all in use (upstream.max_connections); try again shortly"

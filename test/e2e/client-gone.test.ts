@@ -141,12 +141,16 @@ describe('a client that stays but takes none of its answer', () => {
     await new Promise<void>((r) => reader.once('connect', () => r()))
     reader.pause() // reads nothing: the answer backs up to the gateway
     reader.write('GET /api2/repos/big/ HTTP/1.1\r\nhost: x\r\n\r\n')
-    await new Promise((r) => setTimeout(r, 300))
-    // Still connected, still not reading: the one upstream connection is freed, so the next
-    // call is answered (before the fix it waited behind the reader for good).
+    await new Promise((r) => setTimeout(r, 100))
+    // Still connected, still not reading: SPEC §4, the answer was read from the server as fast
+    // as it came (held for the reader), so the one upstream connection serves the next call at
+    // once, before the reader is cut.
     const next = await answerWithin(gw.port, '/api2/repos/next/', 5_000)
     expect(next?.status).toBe(200)
-    // The reader's connection was cut: reading now finds its end short of the whole answer.
+    expect(gw.logs.some((l) => l.path === '/api2/repos/big/')).toBe(false)
+    // After upstream.timeout_ms without a byte taken the reader is cut: reading now finds its
+    // end short of the whole answer.
+    await gw.waitForLog((l) => l.path === '/api2/repos/big/')
     let got = 0
     reader.on('data', (c: Buffer) => (got += c.length))
     reader.resume()
@@ -159,6 +163,8 @@ describe('a client that stays but takes none of its answer', () => {
     // Issue #39 item 5: basegate cut it, and its line says so (not "client went away").
     const line = await gw.waitForLog((l) => l.path === '/api2/repos/big/')
     expect(line).toMatchObject({ status: 200, outcome: 'send_timeout', level: 'warn' })
-    expect(line.msg).toMatch(/took none of its answer/)
+    expect(line.msg).toMatch(/took no byte of its answer for upstream\.timeout_ms/)
+    // What it had taken (the bytes its socket accepted before it stopped), not all 32 MiB.
+    expect(line.bytes_out).toBeLessThan(big.length)
   }, 20_000)
 })

@@ -239,7 +239,7 @@ describe('forwarding', () => {
     }
   })
 
-  it('streams a large upload to the upstream as it arrives', async () => {
+  it('streams a large upload to the upstream as it arrives (once its first buffer_request_bytes came)', async () => {
     let gotFirst!: () => void
     const firstSeen = new Promise<void>((r) => (gotFirst = r))
     up.handle((req, res) => {
@@ -271,10 +271,11 @@ describe('forwarding', () => {
           }
         )
         req.on('error', reject)
-        req.write(chunk)
-        // The rest is sent only once the upstream has seen the first chunk.
+        // SPEC §4: the first buffer_request_bytes (1 MiB) are read before a connection is taken.
+        for (let i = 0; i < 5; i++) req.write(chunk)
+        // The rest is sent only once the upstream has seen the first part.
         void firstSeen.then(() => {
-          for (let i = 0; i < 99; i++) req.write(chunk)
+          for (let i = 0; i < 95; i++) req.write(chunk)
           req.end()
         })
       })
