@@ -115,9 +115,8 @@ export class MemoryStore implements LimiterStore {
       e = { buckets: new Map(), expiresAtMs: 0 }
       // SPEC §4: a flood of one-off keys holds at most maxKeys windows; the idlest goes.
       if (this.entries.size >= this.maxKeys) this.dropIdlest()
-    } else this.entries.delete(c.key)
-    // Last charged goes last: the map's order is idleness.
-    this.entries.set(c.key, e)
+      this.entries.set(c.key, e)
+    }
     e.buckets.set(s.current, (e.buckets.get(s.current) ?? 0) + 1)
     e.expiresAtMs = nowMs + c.windowMs + 2 * bucketMs
     if (s.resetAtMs === 0) s.resetAtMs = (s.current + 1) * bucketMs + c.windowMs
@@ -229,6 +228,10 @@ export class MemoryStore implements LimiterStore {
     let used = 0
     let first = Infinity
     if (e) {
+      // Seen last goes last (a refused call is seen too): the map's order is idleness, so a
+      // full window a flood keeps knocking on is never the one dropped.
+      this.entries.delete(c.key)
+      this.entries.set(c.key, e)
       for (const [b, count] of e.buckets) {
         if (b < oldest) e.buckets.delete(b)
         else {

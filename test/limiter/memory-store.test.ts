@@ -20,3 +20,28 @@ describe('MemoryStore memory', () => {
     expect(entries.has(c.key)).toBe(false)
   })
 })
+
+describe('the in-memory store under a flood of one-off keys (SPEC §4 store.memory_keys)', () => {
+  it('keeps at most maxKeys windows, drops the idlest and counts it; a key in use stays', async () => {
+    const { MemoryStore } = await import('../../src/limiter/memory-store.js')
+    let told = 0
+    const s = new MemoryStore({ maxKeys: 100, onDropped: () => told++ })
+    const charge = (key: string) => ({
+      kind: 'class' as const,
+      key,
+      limit: 10,
+      windowMs: 60_000,
+      cls: 'base' as const,
+    })
+    const t = Date.parse('2026-11-23T10:00:00Z')
+    for (let i = 0; i < 1000; i++) {
+      s.consumeSync([charge('steady')], t + i)
+      s.consumeSync([charge(`one-off-${i}`)], t + i)
+    }
+    expect(s.size).toBe(100)
+    expect(s.dropped).toBe(1000 + 1 - 100)
+    expect(told).toBe(s.dropped)
+    // The steady key, seen at every step (charged, then refused), was never the idlest: its window is whole.
+    expect(s.consumeSync([charge('steady')], t + 1000).allowed).toBe(false)
+  })
+})
