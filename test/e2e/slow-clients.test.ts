@@ -96,14 +96,6 @@ async function metric(gw: GatewayProcess, name: string): Promise<number> {
   return line === undefined ? 0 : Number(line.slice(name.length + 1))
 }
 
-const until = async (cond: () => Promise<boolean> | boolean, ms = 5000) => {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
-
 describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => {
   let up: StubUpstream
   let gw: GatewayProcess
