@@ -5,7 +5,12 @@ import type { Clock } from './clock.js'
 import { answeredOutcome, type Outcome, type Refusal } from './http/call.js'
 import { sendContinue } from './http/continue.js'
 import { createGate } from './http/gate.js'
-import { SEND_TIMEOUT, type ForwardResult, type Forwarder } from './http/proxy.js'
+import {
+  SEND_TIMEOUT,
+  type ForwardRequest,
+  type ForwardResult,
+  type Forwarder,
+} from './http/proxy.js'
 import { sendJsonError, sendRefusal } from './http/respond.js'
 import type { Snapshot } from './http/snapshot.js'
 import type { Logger } from './observe/log.js'
@@ -29,7 +34,19 @@ import { BufferBudget } from './size/body-buffer.js'
 import { TOO_SLOW } from './size/body-pace.js'
 import type { SizeDeps } from './size/body.js'
 import { tooSlowMessage } from './size/check.js'
-import { nothingHeld, on, type Bodied, type Next, type Reply } from './spine/call.js'
+import {
+  on,
+  type Bodied,
+  type Ending,
+  type ForwardBody,
+  type Held,
+  type Next,
+  type Passed,
+  type Reply,
+} from './spine/call.js'
+import type { Span } from '@opentelemetry/api'
+import type { DryRun, GateResult, Pass } from './http/call.js'
+import type { BodyPace } from './size/body-pace.js'
 import { tmpdir } from 'node:os'
 import { AnswerSpool } from './http/answer-spool.js'
 import { heldLimitsOf } from './size/body.js'
@@ -101,6 +118,8 @@ export interface Gateway {
 /**
  * A plain request's story, top to bottom (the steps are spine/steps.ts'); every exit, a thrown
  * step included, goes through spine's one end(): what the call holds is freed, its line written.
+ * Each step's continuation is a function of the module (the record carries its flow), so a call
+ * makes no closure per step (SPEC §12); a step that waits makes the one its promise needs.
  *
  *   gate       normalise, classify, count (and wait out delay_ms): 400, 429, 410, 503
  *   key share  SPEC §9 key_in_flight: 429, given back
@@ -109,68 +128,132 @@ export interface Gateway {
  *   slot       SPEC §9 a slot at the server, the web UI first: 503 after queue_ms, given back
  *   forward    to the server; its answer streams back: the upstream's, or 502, 504, 408
  */
-function story(call: HttpArrived, flow: Flow, deps: GatewayDeps): Next<Outcome> {
-  return on(gateStep(call, flow), (passed) =>
-    on(keyShareStep(passed, flow), (keyed) =>
-      on(bodyStep(keyed, flow), (bodied) =>
-        on(poolStep(bodied, flow), (shared) =>
-          on(slotStep(shared, flow), (slotted) => forwardStep(slotted, flow, deps))
-        )
-      )
-    )
-  )
+function story(call: HttpCall): Next<Outcome> {
+  return on(gateStep(call, call.flow), afterGate)
 }
+const afterGate = (c: HttpCall & Passed): Ending => on(keyShareStep(c, c.flow), afterKeyShare)
+const afterKeyShare = (c: HttpCall & Passed): Ending => on(bodyStep(c, c.flow), afterBody)
+const afterBody = (c: HttpCall & Bodied): Ending => on(poolStep(c, c.flow), afterPool)
+const afterPool = (c: HttpCall & Bodied): Ending => on(slotStep(c, c.flow), forwardStep)
 
 /** To the server; the call ends when its answer did (the forwarder's done). */
-function forwardStep(call: Bodied & HttpArrived, flow: Flow, deps: GatewayDeps): Promise<Outcome> {
-  const pass = call.gate
-  const { req, res } = call
-  const { admission, snapshot, history } = pass
-  const tracer = deps.tracer
+function forwardStep(call: HttpCall & Bodied): Promise<Outcome> {
+  const { gate, flow } = call
+  const { admission, snapshot, history } = gate
+  const tracer = flow.tracer
   const up = tracer != null && call.span !== undefined ? upstreamSpan(tracer, call.span) : null
-  sendContinue(req, res)
-  return new Promise((resolve) =>
-    deps.forwarder.forward({
-      req,
-      res,
-      pathAndQuery: pass.path + pass.query,
-      extraHeaders:
-        history.headers === null ? admission.headers : { ...admission.headers, ...history.headers },
-      body: call.body.body,
-      timeoutMs: snapshot.config.upstream.timeoutMs,
-      minBodyRate: snapshot.config.sizeLimits.minBodyRate,
-      paced: call.body.paced,
-      requestId: call.requestId,
-      traceparent: up?.traceparent,
-      pace: call.body.pace,
-      holdAnswer: answerHolder(call, flow),
-      // SPEC §4: the server's part is over: its slot, pool share and key's place go now, while
-      // a slow client still takes its answer from what is held for it.
-      onUpstreamDone: (ms) => release(call, flow, ms),
-      done: (r) => {
-        if (up !== null) endWith(up.span, r.status, {})
-        call.bytesOut = r.bytesOut
-        call.givenBack = flow.guard.answered(admission, snapshot.config, r.status)
-        resolve(forwardOutcome(r, snapshot.config.sizeLimits.minBodyRate))
-      },
-    })
-  )
+  sendContinue(call.req, call.res)
+  call.pathAndQuery = gate.path + gate.query
+  call.extraHeaders =
+    history.headers === null ? admission.headers : { ...admission.headers, ...history.headers }
+  call.timeoutMs = snapshot.config.upstream.timeoutMs
+  call.minBodyRate = snapshot.config.sizeLimits.minBodyRate
+  call.traceparent = up?.traceparent
+  call.upSpan = up?.span
+  return new Promise((resolve) => {
+    call.answered = resolve
+    flow.forwarder.forward(call)
+  })
 }
 
-/** SPEC §4 "Answers": where a slow client's answer waits (none with buffer_response_bytes 0). */
-function answerHolder(call: Bodied & HttpArrived, flow: Flow): (() => AnswerSpool) | undefined {
-  const { snapshot, admission } = call.gate
-  const memory = snapshot.config.upstream.bufferResponseBytes
-  if (memory === 0) return undefined
-  const { budget, processes, tmpDir } = flow.sizeDeps
-  return () =>
-    new AnswerSpool(
+/**
+ * A plain request's record (SPEC §12: one shape for every call, every field from its birth, so
+ * the steps' property reads stay monomorphic), and the forwarder's request: what the forward
+ * needs it reads here, and what it reports comes back through the methods (no object or
+ * closure made per call for it).
+ */
+class HttpCall implements HttpArrived, ForwardRequest {
+  readonly method: string
+  readonly startedMs: number
+  readonly requestId: string
+  readonly userAgent: string | undefined
+  readonly peer: string
+  readonly bytesIn: number | undefined
+  bytesOut: number | undefined = undefined
+  delayedMs: number | undefined = undefined
+  givenBack = false
+  span: Span | undefined
+  readonly reply: ResponseReply
+  readonly held: Held = { key: null, body: null, share: null, ticket: null }
+  gate: GateResult | null = null
+  dryRun: DryRun | null = null
+  bodyChanges: readonly string[] = NO_CHANGES
+  ended = false
+  body: ForwardBody | null = null
+  // The forward's (set by forwardStep).
+  pathAndQuery = ''
+  extraHeaders: OutgoingHttpHeaders | null = null
+  timeoutMs = 0
+  minBodyRate = 0
+  traceparent: string | undefined = undefined
+  upSpan: Span | undefined = undefined
+  answered: (o: Outcome) => void = noop
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly flow: GatewayFlow,
+    startedMs: number
+  ) {
+    this.method = req.method ?? 'GET'
+    this.startedMs = startedMs
+    this.requestId = requestIdOf(req)
+    this.userAgent = userAgentOf(req)
+    this.peer = peerOf(req)
+    this.bytesIn = bytesInOf(req)
+    this.span = flow.tracer != null ? requestSpan(flow.tracer, req) : undefined
+    this.reply = new ResponseReply(res, this.requestId)
+  }
+
+  // ForwardRequest: what the body step decided.
+  get upload(): ForwardBody['body'] {
+    return this.body!.body
+  }
+  get paced(): boolean {
+    return this.body!.paced
+  }
+  get pace(): BodyPace | undefined {
+    return this.body!.pace
+  }
+
+  /** SPEC §4 "Answers": where a slow client's answer waits (none with buffer_response_bytes 0). */
+  holdAnswer(): AnswerSpool | null {
+    const { snapshot, admission } = this.gate as Pass
+    const memory = snapshot.config.upstream.bufferResponseBytes
+    if (memory === 0) return null
+    const { budget, processes, tmpDir } = this.flow.sizeDeps
+    return new AnswerSpool(
       budget,
       heldLimitsOf(snapshot.config.sizeLimits, processes),
       memory,
       snapshot.clientIp.keyOf(admission.clientIp),
       tmpDir ?? tmpdir()
     )
+  }
+
+  /**
+   * SPEC §4: the server's part is over: its slot, pool share and key's place go now, while a
+   * slow client still takes its answer from what is held for it.
+   */
+  onUpstreamDone(upstreamMs: number | null): void {
+    release(this, this.flow, upstreamMs)
+  }
+
+  done(r: ForwardResult): void {
+    const { admission, snapshot } = this.gate as Pass
+    if (this.upSpan !== undefined) endWith(this.upSpan, r.status, {})
+    this.bytesOut = r.bytesOut
+    this.givenBack = this.flow.guard.answered(admission, snapshot.config, r.status)
+    this.answered(forwardOutcome(r, snapshot.config.sizeLimits.minBodyRate))
+  }
+}
+
+const noop = (): void => {}
+
+/** What a plain request's steps share: the spine's flow, and the forward's parts. */
+interface GatewayFlow extends Flow {
+  forwarder: Forwarder
+  tracer: Tracer | null | undefined
 }
 
 /** The outcome of a forwarded call, from what the forwarder saw. */
@@ -244,7 +327,7 @@ function sharesOf(deps: GatewayDeps, clock: Clock): UpstreamShares {
 }
 
 /** The parts every call's steps share, made once. */
-function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
+function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): GatewayFlow {
   const { logger } = deps
   // SPEC §4: keys not worth keeping count in their class's `others` (days, report, evidence).
   const keeper = new Keeper(
@@ -280,6 +363,8 @@ function flowOf(deps: GatewayDeps, clock: Clock, protector: Protector): Flow {
     onDelayed: (result) => deps.metrics?.delayed.labels(result).inc(),
   })
   return {
+    forwarder: deps.forwarder,
+    tracer: deps.tracer,
     gateDeps,
     clock,
     logger,
@@ -312,28 +397,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
 
   function handleRequest(req: IncomingMessage, res: ServerResponse): void {
     // The access log's own fields (SPEC §7) and the story's, in one object per request.
-    const requestId = requestIdOf(req)
-    const call: HttpArrived = {
-      method: req.method ?? 'GET',
-      startedMs: clock.monotonic(),
-      requestId,
-      userAgent: userAgentOf(req),
-      peer: peerOf(req),
-      bytesIn: bytesInOf(req),
-      bytesOut: undefined,
-      delayedMs: undefined,
-      givenBack: false,
-      span: deps.tracer != null ? requestSpan(deps.tracer, req) : undefined,
-      req,
-      res,
-      reply: new ResponseReply(res, requestId),
-      held: nothingHeld(),
-      gate: null,
-      dryRun: null,
-      bodyChanges: NO_CHANGES,
-      ended: false,
-    }
-    tell(call, flow, (c) => story(c, flow, deps))
+    tell(new HttpCall(req, res, flow, clock.monotonic()), flow, story)
   }
 
   const upgrade = createUpgradeHandler({

@@ -1,5 +1,6 @@
 import type { OutgoingHttpHeaders } from 'node:http'
 import { compilePathPattern } from '../request/path-pattern.js'
+import { memo2 } from '../request/memo.js'
 import { pathPattern } from '../request/path-tokens.js'
 import { ENTRIES, RELEASES, type HistoryEntry, type Recognise, type Release } from './table.js'
 import { compareVersions } from './version.js'
@@ -39,6 +40,9 @@ export interface Match {
   bodyWithout: string | null
 }
 
+const NO_MATCHES: Match[] = []
+const NO_CANDIDATES: CompiledRecognise[] = []
+
 function hasQueryParam(query: string, names: readonly string[]): boolean {
   // Cheap first: most queries do not even contain the names.
   if (query.length < 2 || !names.some((n) => query.includes(n))) return false
@@ -63,19 +67,27 @@ export function compileHistory(
   const compiled = entries.flatMap((e) => e.recognise.map((r) => compileRecognise(e, r)))
   const prefixes = [...new Set(compiled.map((c) => c.prefix))]
   const dates = new Map(releases.map((r) => [r.version, r.date]))
+  /** The entries a method and path match, their query still to check (once per path). */
+  const candidates = memo2(8192, (method: string, path: string): CompiledRecognise[] => {
+    const lower = path.toLowerCase()
+    // Most calls start with none of the patterns' literal prefixes.
+    if (!prefixes.some((p) => lower.startsWith(p))) return NO_CANDIDATES
+    return compiled.filter(
+      (c) =>
+        lower.startsWith(c.prefix) &&
+        (c.methods === null || c.methods.has(method)) &&
+        c.re.test(path)
+    )
+  })
   return {
     releases: [...releases].sort((a, b) => compareVersions(b.version, a.version)),
     entries,
     match(method, path, query) {
-      const lower = path.toLowerCase()
-      // Hot path: most calls start with none of the patterns' literal prefixes.
-      if (!prefixes.some((p) => lower.startsWith(p))) return []
+      const cs = candidates(method, path)
+      if (cs.length === 0) return NO_MATCHES
       const out: Match[] = []
-      for (const c of compiled) {
-        if (!lower.startsWith(c.prefix)) continue
-        if (c.methods !== null && !c.methods.has(method)) continue
+      for (const c of cs) {
         if (c.anyQuery !== null && !hasQueryParam(query, c.anyQuery)) continue
-        if (!c.re.test(path)) continue
         if (!out.some((m) => m.entry === c.entry))
           out.push({ entry: c.entry, bodyWithout: c.bodyWithout })
       }

@@ -2,19 +2,18 @@ import type { ServerResponse } from 'node:http'
 import type { Clock, Timer } from '../clock.js'
 import type { AnswerSpool } from './answer-spool.js'
 
-// SPEC §4 "Answers", the client's side of a forwarded call: the server's bytes go to the client
-// as fast as it takes them; what it does not take yet waits in a spool (memory, then a
-// temporary file), so the server's answer is read whole at its own pace and its connection
-// freed; only past the spool's bounds does the server wait for the client. A client that takes
-// no byte of its answer for `stallMs` is cut (nginx's send_timeout), with what it had taken.
+// SPEC §4 "Answers", the client's side of a forwarded call once the client falls behind (a
+// call whose client keeps up never makes one): what it does not take yet waits in a spool
+// (memory, then a temporary file), so the server's answer is read whole at its own pace and its
+// connection freed; only past the spool's bounds does the server wait for the client. A client
+// that takes no byte of its answer for `stallMs` is cut (nginx's send_timeout), with what it
+// had taken.
 
 export interface RelayEvents {
   /** The answer is whole at the client's side (ended), or the client was cut after the server's part. */
-  ended(cut: boolean): void
+  ended(): void
   /** The server goes on sending (the spool has room again). */
   resume(): void
-  /** The client left after the server's part was over, before it took the whole answer. */
-  gone(): void
 }
 
 export class AnswerRelay {
@@ -36,15 +35,14 @@ export class AnswerRelay {
     private readonly res: ServerResponse,
     private readonly clock: Clock,
     private readonly stallMs: number,
-    private readonly holdAnswer: (() => AnswerSpool) | undefined,
+    /** Where what the client has not taken waits (null: nowhere, the server waits). */
+    private readonly source: { holdAnswer?(): AnswerSpool | null },
     private readonly events: RelayEvents
-  ) {
-    res.once('close', () => {
-      // Before the server's part is over the forwarder stops the upstream call and ends the
-      // call; after it, nothing else would.
-      if (this.upstreamDone && !res.writableFinished && !this.cut && !this.closed)
-        this.events.gone()
-    })
+  ) {}
+
+  /** The client did not take the last write: what comes next waits. */
+  behind(): void {
+    this.waitForClient()
   }
 
   /** A chunk from the server: true to go on reading, false when the server is to wait. */
@@ -56,7 +54,7 @@ export class AnswerRelay {
       return true
     }
     // The client is behind: the chunk waits here, and the server goes on.
-    this.spool ??= this.holdAnswer?.() ?? null
+    this.spool ??= this.source.holdAnswer?.() ?? null
     if (this.spool !== null && this.spool.add(chunk)) return true
     // Past the bounds: this chunk waits in the response, and the server for the client.
     res.write(chunk)
@@ -90,7 +88,7 @@ export class AnswerRelay {
   private end(): void {
     if (this.closed) return
     this.res.end()
-    this.events.ended(false)
+    this.events.ended()
   }
 
   private readonly onStall = (): void => {
@@ -98,7 +96,7 @@ export class AnswerRelay {
     this.cut = true
     this.res.destroy()
     // With the server's part over, nothing else will end the call.
-    if (this.upstreamDone) this.events.ended(true)
+    if (this.upstreamDone) this.events.ended()
   }
 
   private readonly onDrain = (): void => {

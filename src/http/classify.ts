@@ -206,6 +206,84 @@ function monthlyCharger(timeZone: string) {
     monthlyCharge(team, monthOf(nowMs), dayOf(nowMs).id.slice(8), cls)
 }
 
+/** Classifications kept per method (SPEC §12: a path seen again costs one map lookup). */
+const MEMO_PATHS = 8192
+
+/**
+ * The classifier's `classify`, its client-independent answers kept per method and path
+ * (immutable: a team's month, which changes with the day, is added per call by `withMonth`).
+ */
+function memoized(
+  plan: (method: string, path: string, clientIpKey: string, clientIp: string) => Planned,
+  byClient: boolean,
+  withMonth: (p: Planned, nowMs: number) => Classification
+): Classifier['classify'] {
+  const memo = new Map<string, Map<string, Planned>>()
+  let memoSize = 0
+  return (method, path, clientIpKey, nowMs, clientIp = clientIpKey) => {
+    let byPath = memo.get(method)
+    const known = byPath?.get(path)
+    if (known !== undefined) return withMonth(known, nowMs)
+    const p = plan(method, path, clientIpKey, clientIp)
+    if (!byClient && p.c.key.charCodeAt(0) === 98 /* b: base */) {
+      if (memoSize >= MEMO_PATHS) {
+        memo.clear()
+        memoSize = 0
+      }
+      if (byPath === undefined) memo.set(method, (byPath = new Map()))
+      byPath.set(path, p)
+      memoSize++
+    }
+    return withMonth(p, nowMs)
+  }
+}
+
+/** A call's classification without its month, and the team whose month it is charged to. */
+interface Planned {
+  c: Classification
+  month: Team | undefined
+}
+
+/** What a classification reads of the snapshot (compiled once by compileClassifier). */
+interface PlanContext {
+  classOf: (lowerPath: string) => RequestClass
+  rules: readonly CompiledRule[]
+  allowBases: ReadonlySet<string>
+  teams: ReadonlyMap<string, Team>
+  teamOf: (uuid: string) => Team | undefined
+  build: (spec: ChargeSpec) => Charge[]
+  overrideOf: (uuid: string | null, clientIp: string) => ChargeSpec['override']
+  headerRule: (cls: RequestClass) => boolean
+}
+
+/** A call's classification without a team's month, and the team whose month it is charged to. */
+function planner(x: PlanContext) {
+  return (method: string, path: string, clientIpKey: string, clientIp: string): Planned => {
+    const cls = x.classOf(path.toLowerCase())
+    const uuid = baseUuidOfPath(path)
+    const key = uuid !== null ? `base:${uuid}` : `ip:${clientIpKey}`
+    // SPEC §5 usage over time: the base's team, monthly quotas on or not.
+    const teamId = uuid === null ? undefined : x.teams.get(uuid)?.id
+    if (cls === 'exempt' || (uuid !== null && x.allowBases.has(uuid))) {
+      return { c: { cls, key, charges: [], emitHeaders: false, team: teamId }, month: undefined }
+    }
+    const charges = x.build({
+      subject: keys.subject(uuid, clientIpKey),
+      cls,
+      classes: [cls],
+      rules: matchRules(x.rules, method, path),
+      // SPEC §3: the ceiling follows the client across every base it touches.
+      ipKey: cls === 'other' ? null : clientIpKey,
+      override: x.overrideOf(uuid, clientIp),
+    })
+    const emitHeaders = charges.length > 0 && x.headerRule(cls)
+    // SPEC §5: base and account calls on a team's base are charged to the team's month.
+    const team = uuid === null ? undefined : x.teamOf(uuid)
+    const month = team !== undefined && (cls === 'base' || cls === 'account') ? team : undefined
+    return { c: { cls, key, charges, emitHeaders, team: teamId }, month }
+  }
+}
+
 export function compileClassifier(
   config: Config,
   teams: ReadonlyMap<string, Team> = new Map(),
@@ -222,40 +300,19 @@ export function compileClassifier(
   const build = (spec: ChargeSpec) => buildCharges(spec, rates)
   const overrideOf = overrideFinder(overrides)
 
-  function classify(
-    method: string,
-    path: string,
-    clientIpKey: string,
-    nowMs: number,
-    clientIp: string = clientIpKey
-  ): Classification {
-    const cls = classOf(path.toLowerCase())
-    const uuid = baseUuidOfPath(path)
-    const key = uuid !== null ? `base:${uuid}` : `ip:${clientIpKey}`
-    // SPEC §5 usage over time: the base's team, monthly quotas on or not.
-    const teamId = uuid === null ? undefined : teams.get(uuid)?.id
-    if (cls === 'exempt' || (uuid !== null && allowBases.has(uuid))) {
-      return { cls, key, charges: [], emitHeaders: false, team: teamId }
-    }
-    const matched = matchRules(rules, method, path)
-    const charges = build({
-      subject: keys.subject(uuid, clientIpKey),
-      cls,
-      classes: [cls],
-      rules: matched,
-      // SPEC §3: the ceiling follows the client across every base it touches.
-      ipKey: cls === 'other' ? null : clientIpKey,
-      override: overrideOf(uuid, clientIp),
-    })
+  const headerRule = (cls: RequestClass) =>
+    headers === 'all' || (headers === 'gateway' && cls === 'base')
+  // SPEC §12: a call keyed on its base, with no window of its client (no ip_ceiling, no
+  // override naming clients), is classified the same way whoever sends it.
+  const byClient = ipCeiling.length > 0 || overrides.all.some((o) => o.clients.length > 0)
+  const plan = planner({ classOf, rules, allowBases, teams, teamOf, build, overrideOf, headerRule })
+  const classify = memoized(plan, byClient, (p, nowMs) => {
     // SPEC §5: base and account calls on a team's base are charged to the team's month.
-    const team = uuid === null ? undefined : teamOf(uuid)
-    if (team !== undefined && (cls === 'base' || cls === 'account')) {
-      charges.push(monthlyChargeOf(team, nowMs, cls))
-    }
-    const emitHeaders =
-      charges.length > 0 && (headers === 'all' || (headers === 'gateway' && cls === 'base'))
-    return { cls, key, charges, emitHeaders, team: teamId }
-  }
+    const { c, month } = p
+    if (month === undefined) return c
+    const charges = [...c.charges, monthlyChargeOf(month, nowMs, c.cls)]
+    return { ...c, charges, emitHeaders: headerRule(c.cls) }
+  })
 
   function windowsOfBase(uuid: string, nowMs: number): Charge[] {
     const subject = keys.subject(uuid, '')

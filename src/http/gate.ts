@@ -4,6 +4,7 @@ import { StoreError } from '../limiter/store-error.js'
 import { HISTORY, NO_HISTORY, type HistoryDecision, type Match } from '../history/match.js'
 import { checkHistory } from './history-check.js'
 import { normalizePath, routeOf, splitTarget } from '../request/normalize-path.js'
+import { memo1 } from '../request/memo.js'
 import type { Admission, DryRun, GateDeps, GateResult, Outcome, Pass, Refusal } from './call.js'
 import { admit } from './rate-limit.js'
 
@@ -49,6 +50,12 @@ function storeDown(err: unknown, path: string): Refusal {
 
 export type Gate = (req: IncomingMessage) => GateResult | Promise<GateResult>
 
+/** A raw path normalised, and its route (SPEC §6), worked out once per path while it stays. */
+const pathOf = memo1(8192, (raw: string) => {
+  const norm = normalizePath(raw)
+  return norm.ok ? { ok: true as const, path: norm.path, route: routeOf(norm.path) } : norm
+})
+
 /**
  * The request's way in, shared by plain requests and WebSocket upgrades: normalise the path,
  * classify, count, and either refuse (as a value the transport writes) or pass. It writes
@@ -59,11 +66,11 @@ export function createGate(deps: GateDeps): Gate {
   return function gate(req) {
     const snapshot = deps.snapshot()
     const { path: rawPath, query } = splitTarget(req.url ?? '/')
-    const norm = normalizePath(rawPath)
+    const norm = pathOf(rawPath)
     if (!norm.ok)
       return refuse(400, norm.reason, { kind: 'bad_path', reason: norm.reason }, { path: null })
     const path = norm.path
-    const route = routeOf(path)
+    const route = norm.route
     if (route === null) {
       const reason = 'the path climbs above the root (through a ;parameter)'
       return refuse(400, reason, { kind: 'bad_path', reason }, { path })

@@ -7,7 +7,7 @@ import { peerAddress } from '../request/client-ip.js'
 import { sendJsonError } from './respond.js'
 import { paced, TOO_SLOW, type BodyPace } from '../size/body-pace.js'
 import type { AnswerSpool } from './answer-spool.js'
-import { AnswerRelay } from './answer-relay.js'
+import { AnswerRelay, type RelayEvents } from './answer-relay.js'
 import { tooSlowMessage } from '../size/check.js'
 
 // SPEC §6 forwarding: pooled keep-alive connections (undici Pool), bodies streamed both ways,
@@ -31,7 +31,7 @@ export interface ForwardRequest {
   /** Headers of ours to add to the answer (x-ratelimit-*, Deprecation, …). */
   extraHeaders: OutgoingHttpHeaders | null
   /** A body already read (size checks: iterable chunks keep the client's framing); else the request streams through. */
-  body?: Buffer | Readable | Iterable<Buffer> | AsyncIterable<Buffer>
+  readonly upload?: Buffer | Readable | Iterable<Buffer> | AsyncIterable<Buffer>
   /**
    * SPEC §4 min_body_rate (bytes/s; 0: none) for a body that still comes from the client as it
    * is sent on (the request itself, or what follows a held part): slower ends the call with 408.
@@ -51,7 +51,7 @@ export interface ForwardRequest {
    * SPEC §4 "Answers": where what the client does not take yet waits (memory, then a temporary
    * file, within the held-body bounds); absent: the answer streams at the client's pace.
    */
-  holdAnswer?: () => AnswerSpool
+  holdAnswer?(): AnswerSpool | null
   /**
    * The server's part is over (its answer read whole): what the call held at the server (its
    * slot, its pool share, its key's place) may go, while the client still takes the answer.
@@ -160,13 +160,12 @@ function hasBody(req: IncomingMessage): boolean {
 /** What the client gets when forwarding fails: 504, 502, or a cut. */
 function answerFailure(
   err: Error,
-  f: ForwardRequest & {
-    upstreamMs: number | null
-    bytesOut: number
-    finish: (r: ForwardResult) => void
-  }
+  f: ForwardRequest,
+  upstreamMs: number | null,
+  bytesSent: number,
+  finish: (r: ForwardResult) => void
 ): void {
-  const { req, res, extraHeaders, upstreamMs, finish, requestId } = f
+  const { req, res, extraHeaders, requestId } = f
   const code = (err as { code?: string }).code ?? err.name
   if (code === TOO_SLOW && !res.headersSent) {
     // SPEC §4: the rest of the body is left unread, so the connection closes with the answer.
@@ -186,7 +185,7 @@ function answerFailure(
     // connection is closed too, so it cannot take a cut body for a whole one.
     res.destroy()
     const status = res.writableFinished ? res.statusCode : 0
-    return finish({ status, upstreamMs, error: code, bytesOut: f.bytesOut })
+    return finish({ status, upstreamMs, error: code, bytesOut: bytesSent })
   }
   if (req.destroyed && res.destroyed)
     return finish({ status: 0, upstreamMs, error: code, bytesOut: 0 })
@@ -207,30 +206,9 @@ function wentAway(): Error {
   return Object.assign(new Error('the client went away'), { code: 'ECONNRESET' })
 }
 
-/**
- * The client left before the upstream finished: stop the upstream call. A call still waiting
- * for a pooled connection has no abort yet; it gets one (undici's onConnect, which this returns)
- * before a byte is sent, and stops there. Sent on to a client that is gone, its answer would
- * wait for a drain that never comes and keep the connection for good (undici does not time out
- * a paused body).
- */
-function stopWhenClientLeaves(res: ServerResponse): (abort: (err?: Error) => void) => void {
-  let abortUpstream: ((err?: Error) => void) | null = null
-  let gone = false
-  res.once('close', () => {
-    if (res.writableFinished) return
-    gone = true
-    abortUpstream?.(wentAway())
-  })
-  return (abort) => {
-    abortUpstream = abort
-    if (gone || res.destroyed) abort(wentAway())
-  }
-}
-
 /** What undici sends: the held body, or the request's own, paced where the client still sends it. */
-function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null {
-  const source = f.body ?? (hasBody(f.req) ? f.req : null)
+function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['upload'] | null {
+  const source = f.upload ?? (hasBody(f.req) ? f.req : null)
   const rate = f.minBodyRate ?? 0
   if (source === null || rate === 0 || f.paced !== true) return source
   const setTimer = (fn: () => void, ms: number) => {
@@ -239,6 +217,120 @@ function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['body'] | null 
   }
   return paced(source as AsyncIterable<Buffer>, rate, setTimer, () => clock.monotonic(), f.pace)
 }
+
+/**
+ * One forwarded call, as undici's handler (its methods on the prototype: no closure per call).
+ * The upstream's raw headers go to the client as they came (issue #14: no header object parsed
+ * and rebuilt per call), its body as fast as the client takes it; a client that falls behind gets
+ * an AnswerRelay (SPEC §4: what it has not taken waits in a spool, the server goes on), made
+ * only then. The client leaving before the upstream finished stops the upstream call (a call
+ * still waiting for a pooled connection is stopped at its connect, before a byte is sent).
+ */
+class Forwarding implements RelayEvents {
+  private readonly started: number
+  private upstreamMs: number | null = null
+  private resumeUpstream: () => void = noop
+  private abortUpstream: ((err?: Error) => void) | null = null
+  private finished = false
+  private upstreamDone = false
+  private bytes = 0
+  private relay: AnswerRelay | null = null
+  /** The client left before its answer was whole. */
+  private gone = false
+
+  constructor(
+    private readonly f: ForwardRequest,
+    private readonly clock: Clock
+  ) {
+    this.started = clock.monotonic()
+    f.res.once('close', this.onClientClose)
+  }
+
+  private readonly onClientClose = (): void => {
+    if (this.f.res.writableFinished) return
+    this.gone = true
+    if (!this.upstreamDone) this.abortUpstream?.(wentAway())
+    // After the server's part, the client's leaving ends the call (nothing else would).
+    else if (this.relay !== null && !this.relay.cut) this.gone_()
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortUpstream = abort
+    if (this.gone || this.f.res.destroyed) abort(wentAway())
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
+    const f = this.f
+    this.upstreamMs = this.clock.monotonic() - this.started
+    f.res.writeHead(statusCode, clientResponseHeaders(rawHeaders, f.extraHeaders, f.requestId))
+    this.resumeUpstream = resume
+    return true
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.relay !== null) return this.relay.data(chunk)
+    this.bytes += chunk.length
+    if (this.f.res.write(chunk)) return true
+    // SPEC §4: the client falls behind; from here what it has not taken waits in a spool.
+    this.relay = new AnswerRelay(this.f.res, this.clock, this.f.timeoutMs, this.f, this)
+    this.relay.bytes = this.bytes
+    this.relay.behind()
+    return true
+  }
+
+  onComplete(): void {
+    this.upstreamDone = true
+    // SPEC §4: the server's part is over (its connection goes back to the pool now).
+    this.f.onUpstreamDone?.(this.upstreamMs)
+    if (this.relay !== null) return this.relay.complete()
+    this.f.res.end()
+    this.finish({
+      status: this.f.res.statusCode,
+      upstreamMs: this.upstreamMs,
+      bytesOut: this.bytes,
+    })
+  }
+
+  onError(err: Error): void {
+    const bytesOut = this.relay?.bytes ?? this.bytes
+    answerFailure(err, this.f, this.upstreamMs, bytesOut, (r) => this.finish(r))
+  }
+
+  // RelayEvents: the relay's answer ended, the server may go on, the client left.
+  ended(): void {
+    const bytesOut = this.relay!.bytes
+    this.finish({ status: this.f.res.statusCode, upstreamMs: this.upstreamMs, bytesOut })
+  }
+
+  resume(): void {
+    this.resumeUpstream()
+  }
+
+  private gone_(): void {
+    const bytesOut = this.relay!.taken
+    this.finish({ status: 0, upstreamMs: this.upstreamMs, bytesOut, error: 'ECONNRESET' })
+  }
+
+  finish(r: ForwardResult): void {
+    if (this.finished) return
+    this.finished = true
+    const relay = this.relay
+    if (relay === null) return this.f.done(r)
+    relay.close()
+    // basegate cut the client: said as such (not as a leaver), with what it had taken.
+    if (relay.cut)
+      this.f.done({
+        ...r,
+        status: this.f.res.statusCode,
+        error: SEND_TIMEOUT,
+        bytesOut: relay.taken,
+      })
+    else this.f.done(r)
+  }
+}
+
+const noop = (): void => {}
 
 export function createForwarder(opts: ForwarderOptions): Forwarder {
   const url = new URL(opts.url)
@@ -251,36 +343,14 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
   })
 
   function forward(f: ForwardRequest): void {
-    const { req, res, extraHeaders, done } = f
-    const started = clock.monotonic()
-    let upstreamMs: number | null = null
-    let resumeUpstream: () => void = () => {}
-    const onConnect = stopWhenClientLeaves(res)
-    let finished = false
-    const relay = new AnswerRelay(res, clock, f.timeoutMs, f.holdAnswer, {
-      ended: () => finish({ status: res.statusCode, upstreamMs, bytesOut: relay.bytes }),
-      resume: () => resumeUpstream(),
-      gone: () => finish({ status: 0, upstreamMs, bytesOut: relay.taken, error: 'ECONNRESET' }),
-    })
-    const finish = (r: ForwardResult) => {
-      if (finished) return
-      finished = true
-      relay.close()
-      // basegate cut the client: said as such (not as a leaver), with what it had taken.
-      const cut = relay.cut
-      done(cut ? { ...r, status: res.statusCode, error: SEND_TIMEOUT, bytesOut: relay.taken } : r)
-    }
-    const fail = (err: Error) =>
-      answerFailure(err, { ...f, upstreamMs, bytesOut: relay.bytes, finish })
+    const call = new Forwarding(f, clock)
     // The client left while its call was checked (its close came before the listener above).
-    if (res.destroyed) return fail(wentAway())
-    // undici's dispatch with a handler: the upstream's raw headers go to the client as they
-    // came (issue #14: no header object parsed and rebuilt per call, as Pool.stream did).
+    if (f.res.destroyed) return call.onError(wentAway())
     pool.dispatch(
       {
         path: basePath + f.pathAndQuery,
-        method: req.method as 'GET',
-        headers: upstreamRequestHeaders(req, {
+        method: f.req.method as 'GET',
+        headers: upstreamRequestHeaders(f.req, {
           requestId: f.requestId,
           traceparent: f.traceparent,
         }),
@@ -293,27 +363,9 @@ export function createForwarder(opts: ForwarderOptions): Forwarder {
         // A stalled response body is cut after the same idle time.
         bodyTimeout: f.timeoutMs,
       },
-      {
-        // undici's handler interface that receives the raw headers unparsed (a handler with
-        // onResponseStart gets them parsed into an object first, by undici's UnwrapHandler).
-        onConnect,
-        onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
-          if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
-          upstreamMs = clock.monotonic() - started
-          res.writeHead(statusCode, clientResponseHeaders(rawHeaders, extraHeaders, f.requestId))
-          resumeUpstream = resume
-          return true
-        },
-        onData: (chunk: Buffer) => relay.data(chunk),
-        onComplete() {
-          // SPEC §4: the server's part is over (its connection goes back to the pool now).
-          f.onUpstreamDone?.(upstreamMs)
-          relay.complete()
-        },
-        onError(err: Error) {
-          fail(err)
-        },
-      }
+      // undici's handler interface that receives the raw headers unparsed (a handler with
+      // onResponseStart gets them parsed into an object first, by undici's UnwrapHandler).
+      call
     )
   }
 

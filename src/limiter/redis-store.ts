@@ -241,6 +241,31 @@ export class RedisStore implements LimiterStore {
     }
   }
 
+  /**
+   * The keys and arguments of a charging check of windows with no month and no lease (the same
+   * windows of the same path: the classifier hands the same array), built once per array.
+   */
+  private readonly plainChecks = new WeakMap<
+    readonly Charge[],
+    { keys: string[]; argv: (string | number)[] } | null
+  >()
+  private plainCheck(
+    charges: readonly Charge[]
+  ): { keys: string[]; argv: (string | number)[] } | null {
+    let p = this.plainChecks.get(charges)
+    if (p !== undefined) return p
+    if (charges.some((c) => c.kind === 'monthly')) p = null
+    else {
+      const keys = charges.map((c) => this.opts.prefix + c.key)
+      const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 0, 0]
+      for (const c of charges)
+        argv.push(c.limit, windowMsOf(c), 0, 0, c.kind === 'rule' && c.dryRun ? 1 : 0, 0, '')
+      p = { keys, argv }
+    }
+    this.plainChecks.set(charges, p)
+    return p
+  }
+
   /** Keys in KEYS order, and the index (1-based) of each monthly window's team quota key. */
   private keysOf(charges: readonly Charge[]): { keys: string[]; quotaAt: number[] } {
     const prefix = this.opts.prefix
@@ -299,7 +324,6 @@ export class RedisStore implements LimiterStore {
   ): Promise<Decision> {
     const n = charges.length
     if (n === 0) return admitNothing(nowMs)
-    const { keys, quotaAt } = this.keysOf(charges)
     const clock = this.checkClock()
     const deadline = !opts.peek && clock.deadlines && Boolean(this.opts.timeoutMs)
     if (deadline) await this.ensureOffset()
@@ -307,19 +331,30 @@ export class RedisStore implements LimiterStore {
     // script compares a deadline (argument DEADLINE_ARG, 0: none) with its own clock. It is set
     // when the call is written, when the caller's timer starts too, so the script gives up no
     // later than the caller.
-    const argv: (string | number)[] = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0]
-    // A charging check with a month is tagged: check.lua notes the tag where it charged, so an
-    // owed call whose check went unanswered is written only if the check did not charge it.
+    let keys: string[]
+    let argv: (string | number)[]
     let tag: string | undefined
-    for (let i = 0; i < n; i++) {
-      const c = charges[i]!
-      const monthly = c.kind === 'monthly'
-      const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
-      const ask = opts.asks?.get(c.key) ?? 0
-      argv.push(c.limit, windowMsOf(c), monthly ? c.endMs : 0, quotaAt[i]!, shadow, ask)
-      if (monthly && !opts.peek)
-        tag ??= `${this.tagId}|${(this.tagSeq = (this.tagSeq % TAG_SEQS) + 1)}`
-      argv.push(monthly ? (opts.peek ? `d${c.day}` : `d${c.day}|${tag}`) : '')
+    const plain = opts.asks === undefined && !opts.peek ? this.plainCheck(charges) : null
+    if (plain !== null) {
+      // SPEC §12: the arguments of the same windows are built once (a copy per call).
+      keys = plain.keys
+      argv = plain.argv.slice()
+    } else {
+      const k = this.keysOf(charges)
+      keys = k.keys
+      argv = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0]
+      // A charging check with a month is tagged: check.lua notes the tag where it charged, so
+      // an owed call whose check went unanswered is written only if the check did not charge it.
+      for (let i = 0; i < n; i++) {
+        const c = charges[i]!
+        const monthly = c.kind === 'monthly'
+        const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
+        const ask = opts.asks?.get(c.key) ?? 0
+        argv.push(c.limit, windowMsOf(c), monthly ? c.endMs : 0, k.quotaAt[i]!, shadow, ask)
+        if (monthly && !opts.peek)
+          tag ??= `${this.tagId}|${(this.tagSeq = (this.tagSeq % TAG_SEQS) + 1)}`
+        argv.push(monthly ? (opts.peek ? `d${c.day}` : `d${c.day}|${tag}`) : '')
+      }
     }
     for (const a of clock.args(nowMs)) argv.push(a)
     let written: Written

@@ -1,3 +1,4 @@
+import { memo2 } from '../request/memo.js'
 import type { SizeLimits } from '../types.js'
 import { UUID_PATTERN } from '../request/base-uuid.js'
 
@@ -76,7 +77,9 @@ for (const method of new Set(ACTIONS.map((a) => a.method))) {
 }
 
 /** The check that applies to (method, normalised path), or null: everything else streams. */
-export function sizeCheckFor(method: string, path: string): SizeCheck | null {
+export const sizeCheckFor = memo2(8192, checkOf)
+
+function checkOf(method: string, path: string): SizeCheck | null {
   const m = BY_METHOD.get(method)
   if (m === undefined) return null
   // A cheap filter before the regex: every checked path ends in `rows` or `/sql`, or is a
