@@ -10,8 +10,13 @@ export function stopOnSignals(core: Core, stop: () => Promise<void>): (source: s
     core.logger.info({ signal: source }, 'stopping: draining in-flight requests')
     void stop().then(() => {
       core.logger.info('stopped')
-      core.logger.flush()
-      core.runtime.clock.setTimer(() => process.exit(0), 20)
+      // What the log holds is written first (a reader behind by a little), within a bound.
+      const exit = () => core.runtime.clock.setTimer(() => process.exit(0), 20)
+      const bound = core.runtime.clock.setTimer(() => process.exit(0), 2000)
+      core.logger.flush(() => {
+        bound.cancel()
+        exit()
+      })
     })
   }
   process.on('SIGTERM', () => run('SIGTERM'))
