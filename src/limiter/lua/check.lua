@@ -96,8 +96,12 @@ local function retryTime(key, sum, limit, oldest, bucketMs, windowMs)
   return now + windowMs
 end
 
-local used, resetAt, retryAt, limits, current, firsts, shadowOver, charged =
-  {}, {}, {}, {}, {}, {}, {}, {}
+-- Per window: its count, times, limit, current bucket (and what that bucket held), first live
+-- bucket, whether a dry-run rule is over, and what this call charged.
+local used, resetAt, retryAt, limits, current, held, firsts, shadowOver, charged =
+  {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- A ledger's `q` as it stands (the quota is written only when it changed).
+local quotas = {}
 local allowed = 1
 
 for i = 1, n do
@@ -118,7 +122,9 @@ for i = 1, n do
   local over = false
 
   if windowMs == 0 then
-    local sum = tonumber(redis.call('HGET', key, 'used') or '0')
+    local got = redis.call('HMGET', key, 'used', 'q')
+    local sum = tonumber(got[1] or '0')
+    quotas[i] = got[2]
     used[i] = sum
     resetAt[i] = endMs
     if sum + 1 > limit then
@@ -130,11 +136,16 @@ for i = 1, n do
     local cur = math.floor(now / bucketMs)
     local oldest = math.floor((now - windowMs) / bucketMs)
     current[i] = cur
-    local head = redis.call('HMGET', key, 't', 'o')
+    -- The total, the oldest live bucket and the current bucket, in one read (SPEC §12: a call
+    -- in the steady state reads once and writes once).
+    local head = redis.call('HMGET', key, 't', 'o', cur)
     local first = tonumber(head[2])
     local sum = first and tonumber(head[1]) or 0
+    held[i] = tonumber(head[3] or '0')
     if first ~= nil and first < oldest then sum, first = expire(key, sum, first, oldest, cur) end
     firsts[i] = first
+    -- No live bucket: whatever a hand-edited current bucket holds is not counted.
+    if first == nil then held[i] = 0 end
     used[i] = sum
     resetAt[i] = 0
     if first ~= nil then resetAt[i] = (first + 1) * bucketMs + windowMs end
@@ -172,17 +183,20 @@ if allowed == 1 and not peek then
           redis.call('SETRANGE', ring, (seq % RING) * 4, struct.pack('>I4', seq))
           redis.call('PEXPIRE', ring, RING_MS)
         end
-        redis.call('HSET', KEYS[i], 'q', limits[i])
-        redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS)
+        -- The quota in force, written when it changed; the expiry set when the month began.
+        if tonumber(quotas[i]) ~= limits[i] then redis.call('HSET', KEYS[i], 'q', limits[i]) end
+        if used[i] == 0 then redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS) end
       else
         local bucketMs = windowMs / buckets
-        redis.call('HINCRBY', KEYS[i], current[i], c)
+        -- One write: the bucket and the total (a new key: its oldest bucket too).
         if firsts[i] == nil then
-          redis.call('HSET', KEYS[i], 't', c, 'o', current[i])
+          redis.call('HSET', KEYS[i], current[i], held[i] + c, 't', c, 'o', current[i])
         else
-          redis.call('HINCRBY', KEYS[i], 't', c)
+          redis.call('HSET', KEYS[i], current[i], held[i] + c, 't', used[i] + c)
         end
-        redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs)
+        -- Idle expiry set when a bucket opens: it outlives every call of the bucket by a
+        -- window and a bucket at least (later calls of the same bucket need not move it).
+        if held[i] == 0 then redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs) end
         if resetAt[i] == 0 then resetAt[i] = (current[i] + 1) * bucketMs + windowMs end
       end
       used[i] = used[i] + c
