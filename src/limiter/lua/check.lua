@@ -41,9 +41,11 @@ if not peek and deadline > 0 and storeNow > deadline then
 end
 
 -- Drops the buckets that left the window (index < oldest) from the total; returns the new
--- total and the oldest bucket still holding calls (nil when none). Writes nothing on a peek.
+-- total and the oldest bucket still holding calls (nil when none). Deletes the buckets that
+-- left (not on a peek); the new total and oldest are the caller's to write, with the charge.
 local function expire(key, sum, first, oldest, cur)
   local gone = {}
+  local nextFirst = nil
   if oldest - first > 2 * buckets + 2 then
     -- Idle past its expiry (a caller's clock moved by hand): one read of every field.
     local flat = redis.call('HGETALL', key)
@@ -54,27 +56,29 @@ local function expire(key, sum, first, oldest, cur)
         sum = sum - tonumber(flat[j + 1])
       end
     end
+    if sum > 0 then nextFirst = firstHeld(key, oldest, cur) end
   else
-    local range, got = bucketsIn(key, first, oldest - 1)
-    for j = 1, #range do
+    -- One read: the buckets that left and the first that stays (a steady caller's next).
+    local range, got = bucketsIn(key, first, oldest)
+    for j = 1, #range - 1 do
       if got[j] then
         gone[#gone + 1] = range[j]
         sum = sum - tonumber(got[j])
       end
     end
-  end
-  local nextFirst = nil
-  if sum > 0 then nextFirst = firstHeld(key, oldest, cur) end
-  -- No live bucket left: the total is 0 (it can only disagree if the hash was edited by hand).
-  if nextFirst == nil then sum = 0 end
-  if not peek then
-    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
-    if nextFirst == nil then
-      redis.call('HDEL', key, 't', 'o')
-    else
-      redis.call('HSET', key, 't', sum, 'o', nextFirst)
+    if got[#range] then
+      nextFirst = oldest
+    elseif sum > 0 then
+      nextFirst = firstHeld(key, oldest + 1, cur)
     end
   end
+  -- No live bucket left: the total is 0 (it can only disagree if the hash was edited by hand).
+  if nextFirst == nil then
+    sum = 0
+    gone[#gone + 1] = 't'
+    gone[#gone + 1] = 'o'
+  end
+  if not peek and #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
   return sum, nextFirst
 end
 
@@ -100,6 +104,8 @@ end
 -- bucket, whether a dry-run rule is over, and what this call charged.
 local used, resetAt, retryAt, limits, current, held, firsts, shadowOver, charged =
   {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- Windows whose oldest bucket moved (some left): their total and oldest are still to write.
+local moved = {}
 -- A ledger's `q` as it stands (the quota is written only when it changed).
 local quotas = {}
 local allowed = 1
@@ -138,11 +144,14 @@ for i = 1, n do
     current[i] = cur
     -- The total, the oldest live bucket and the current bucket, in one read (SPEC §12: a call
     -- in the steady state reads once and writes once).
-    local head = redis.call('HMGET', key, 't', 'o', cur)
+    local head = redis.call('HMGET', key, 't', 'o', field(cur))
     local first = tonumber(head[2])
     local sum = first and tonumber(head[1]) or 0
     held[i] = tonumber(head[3] or '0')
-    if first ~= nil and first < oldest then sum, first = expire(key, sum, first, oldest, cur) end
+    if first ~= nil and first < oldest then
+      sum, first = expire(key, sum, first, oldest, cur)
+      moved[i] = first ~= nil
+    end
     firsts[i] = first
     -- No live bucket: whatever a hand-edited current bucket holds is not counted.
     if first == nil then held[i] = 0 end
@@ -190,17 +199,30 @@ if allowed == 1 and not peek then
         local bucketMs = windowMs / buckets
         -- One write: the bucket and the total (a new key: its oldest bucket too).
         if firsts[i] == nil then
-          redis.call('HSET', KEYS[i], current[i], held[i] + c, 't', c, 'o', current[i])
+          local cur = field(current[i])
+          redis.call('HSET', KEYS[i], cur, field(held[i] + c), 't', field(c), 'o', cur)
+        elseif moved[i] then
+          redis.call('HSET', KEYS[i], field(current[i]), field(held[i] + c),
+            't', field(used[i] + c), 'o', field(firsts[i]))
+          moved[i] = false
         else
-          redis.call('HSET', KEYS[i], current[i], held[i] + c, 't', used[i] + c)
+          redis.call('HSET', KEYS[i], field(current[i]), field(held[i] + c), 't', field(used[i] + c))
         end
         -- Idle expiry set when a bucket opens: it outlives every call of the bucket by a
         -- window and a bucket at least (later calls of the same bucket need not move it).
-        if held[i] == 0 then redis.call('PEXPIRE', KEYS[i], windowMs + 2 * bucketMs) end
+        if held[i] == 0 then redis.call('PEXPIRE', KEYS[i], field(windowMs + 2 * bucketMs)) end
         if resetAt[i] == 0 then resetAt[i] = (current[i] + 1) * bucketMs + windowMs end
       end
       used[i] = used[i] + c
     end
+  end
+end
+
+-- A window not charged (a refusal, a dry-run rule over) whose buckets left: its new total and
+-- oldest, so the next call does not subtract them again.
+if not peek then
+  for i = 1, n do
+    if moved[i] then redis.call('HSET', KEYS[i], 't', field(used[i]), 'o', field(firsts[i])) end
   end
 end
 

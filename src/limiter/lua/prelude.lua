@@ -22,19 +22,34 @@
 local t = redis.call('TIME')
 local storeNow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- A bucket's field name. Lua formats a number it hands to Redis with "%.14g" (the C library's
+-- floating-point printer: a microsecond or more for a ten-digit index); "%d" is an integer's.
+local function field(b)
+  return string.format('%d', b)
+end
+
 -- The bucket fields of key among indices [from, to] (HMGET: nil where a bucket is empty).
 local function bucketsIn(key, from, to)
   local range = {}
-  for b = from, to do range[#range + 1] = b end
+  for b = from, to do range[#range + 1] = field(b) end
   if #range == 0 then return range, {} end
   return range, redis.call('HMGET', key, unpack(range))
 end
 
--- The first bucket of key among indices [from, to] that holds calls, or nil.
+-- The first bucket of key among indices [from, to] that holds calls, or nil. Read a few at a
+-- time, doubling: the bucket after one that left usually holds calls (a steady caller), and a
+-- read of the whole window (buckets + 1 fields, each a scan of the hash) cost more than the
+-- rest of a call.
 local function firstHeld(key, from, to)
-  local range, got = bucketsIn(key, from, to)
-  for j = 1, #range do
-    if got[j] then return range[j] end
+  local step = 2
+  while from <= to do
+    local last = math.min(from + step - 1, to)
+    local _, got = bucketsIn(key, from, last)
+    for j = 1, last - from + 1 do
+      if got[j] then return from + j - 1 end
+    end
+    from = last + 1
+    step = step * 2
   end
   return nil
 end
