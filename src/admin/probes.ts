@@ -9,6 +9,8 @@ export interface StoreStateView {
   check(): Promise<boolean>
   readonly up: boolean
   view(): HealthView
+  /** Since when a check has gone unanswered, if one is out. */
+  unansweredSince(): number | null
 }
 
 /**

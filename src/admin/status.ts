@@ -216,7 +216,10 @@ export async function statusJson(deps: StatusDeps) {
     : [unknownMonths(deps), { ...none, unavailable: true }]
   const upstream = upstreamHealth(counts.upstream)
   const health = deps.storeState?.view() ?? HEALTHY
-  const store = { kind: deps.storeKind, ready, ...health }
+  // A store frozen a moment ago has not failed FALL calls yet, but this reader's check went
+  // unanswered: it is down since that check began.
+  const since_ms = health.since_ms ?? (ready ? null : (deps.storeState?.unansweredSince() ?? null))
+  const store = { kind: deps.storeKind, ready, ...health, since_ms }
   return {
     version: deps.version,
     uptime_s: Math.round((t - deps.startedMs) / 1000),

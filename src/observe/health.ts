@@ -104,6 +104,11 @@ export class HealthMachine {
     }
   }
 
+  /** The first failure of the current run of failures in a row (null when the last call answered). */
+  runSince(): number | null {
+    return this.failedInARow > 0 ? this.runStartMs : null
+  }
+
   private count(nowMs: number, failed: boolean): void {
     const s = Math.floor(nowMs / 1000)
     let last = this.window[this.window.length - 1]

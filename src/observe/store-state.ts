@@ -26,6 +26,8 @@ export interface StoreStateDeps {
 export class StoreState {
   private readonly health: HealthMachine
   private timer: Timer | null = null
+  /** When the oldest check still unanswered began (null when none is out). */
+  private asked: number | null = null
 
   constructor(private readonly deps: StoreStateDeps) {
     this.health = new HealthMachine({
@@ -54,7 +56,10 @@ export class StoreState {
   /** Probes now: whether the store took a write (the result feeds the state). */
   async check(): Promise<boolean> {
     if (this.deps.kind === 'memory') return true
+    const asked = this.deps.clock.now()
+    this.asked ??= asked
     const error = await this.deps.probe().catch((err: unknown) => String(err))
+    if (this.asked === asked) this.asked = null
     this.seen(error)
     return error === null
   }
@@ -77,5 +82,15 @@ export class StoreState {
 
   view(): HealthView {
     return this.deps.kind === 'memory' ? HEALTHY : this.health.view()
+  }
+
+  /**
+   * Since when the store has not answered (a run of failed calls, or a check still out; null
+   * when it answers): a store that freezes is
+   * "not answering" to a reader before the machine has seen FALL failures, and the page says
+   * since when rather than nothing.
+   */
+  unansweredSince(): number | null {
+    return this.health.runSince() ?? this.asked
   }
 }
