@@ -74,6 +74,42 @@ export type FieldCount =
 const isDigit = (b: number) => b >= 0x30 && b <= 0x39
 const isHex = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
 
+/** numStep: the byte ends the number (read it in the next state). */
+const NUM_END = -1
+/** numStep: the byte cannot be where it is (`01`, `1.`, `1e`). */
+const NUM_BAD = -2
+
+/** The number automaton's next state on `b`, or NUM_END / NUM_BAD. */
+function numStep(num: number, b: number): number {
+  const d = b >= 0x30 && b <= 0x39
+  switch (num) {
+    case N_SIGN:
+      if (!d) return NUM_BAD
+      return b === 0x30 ? N_ZERO : N_INT
+    case N_ZERO:
+      if (d) return NUM_BAD
+    // falls through: a leading 0 takes a fraction or an exponent as an integer does
+    case N_INT:
+      if (d) return N_INT
+      if (b === 0x2e) return N_DOT
+      if (b === 0x65 || b === 0x45) return N_E
+      return NUM_END
+    case N_DOT:
+      return d ? N_FRAC : NUM_BAD
+    case N_FRAC:
+      if (d) return N_FRAC
+      if (b === 0x65 || b === 0x45) return N_E
+      return NUM_END
+    case N_E:
+      if (b === 0x2b || b === 0x2d) return N_ESIGN
+      return d ? N_EXP : NUM_BAD
+    case N_ESIGN:
+      return d ? N_EXP : NUM_BAD
+    default:
+      return d ? N_EXP : NUM_END
+  }
+}
+
 export interface ScanOptions {
   /** The top-level array field whose length is counted, or null. */
   count: string | null
@@ -135,70 +171,251 @@ export class JsonBodyScanner {
 
   write(buf: Uint8Array): void {
     const n = buf.length
+    const stack = this.stack
+    // The state in locals: the loop touches `this` only on a rare step (the top-level
+    // object's keys and values, the counted array's ends, escapes), synced around it.
     let state = this.state
+    let depth = this.depth
+    let count = this.count
+    let inField = this.inField
+    let isKey = this.strIsKey
+    let num = this.num
     let i = 0
-    try {
-      while (i < n) {
-        let b = buf[i]!
-        switch (state) {
-          case STR:
-            if (!(this.strIsKey && this.depth === 1)) {
-              // Hot path: row data is mostly string bytes.
-              while (b !== 0x22 && b !== 0x5c && b >= 0x20) {
-                if (++i === n) return
-                b = buf[i]!
+    // No try/finally: a throw leaves the scanner failed, its state no longer read.
+    scan: while (i < n) {
+      let b = buf[i]!
+      switch (state) {
+        case STR:
+          if (isKey && depth === 1) {
+            if (b !== 0x22 && b !== 0x5c && b >= 0x20) {
+              this.keyByte(b)
+              break
+            }
+          } else {
+            // Hot path: row data is mostly string bytes.
+            while (b !== 0x22 && b !== 0x5c && b >= 0x20) {
+              if (++i === n) break scan
+              b = buf[i]!
+            }
+          }
+          if (b === 0x22) {
+            if (depth <= 1) {
+              this.put(state, depth, count, isKey, num, i)
+              this.at++
+              this.state = this.endString()
+              ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
+            } else if (isKey) {
+              // The common `"key":"` read here, not one byte a turn.
+              state = COLON
+              if (buf[i + 1] === 0x3a) {
+                i++
+                state = VALUE
+                if (buf[i + 1] === 0x22) {
+                  i++
+                  isKey = false
+                  state = STR
+                }
               }
-            } else if (b !== 0x22 && b !== 0x5c && b >= 0x20) {
-              this.keyByte(b)
-              break
-            }
-            if (b === 0x22) {
-              this.at = this.base + i + 1
-              state = this.endString()
-            } else if (b === 0x5c) {
-              this.keyByte(b)
-              state = STR_ESC
-            } else this.fail('a control character in a string')
+            } else if (stack[depth - 1] === OPEN_OBJ) {
+              // And `","` after a value in an object.
+              state = OBJ_NEXT
+              if (depth > 2 && buf[i + 1] === 0x2c) {
+                i++
+                state = OBJ_KEY
+                if (buf[i + 1] === 0x22) {
+                  i++
+                  isKey = true
+                  state = STR
+                }
+              }
+            } else state = ARR_NEXT
+          } else if (b === 0x5c) {
+            if (isKey && depth === 1) this.keyByte(b)
+            state = STR_ESC
+          } else this.fail('a control character in a string')
+          break
+        case STR_ESC:
+        case STR_HEX:
+          state = this.escapeByte(state, b, isKey && depth === 1)
+          break
+        case NUM: {
+          const next = numStep(num, b)
+          if (next >= 0) {
+            num = next
             break
-          case STR_ESC:
-          case STR_HEX:
-            state = this.escapeByte(state, b)
-            break
-          case NUM:
-            if (this.numByte(b)) break
-            this.state = state
-            this.at = this.base + i
-            this.endNumber()
-            state = this.state
+          }
+          if (next === NUM_BAD) this.fail('a malformed number')
+          if (num === N_SIGN || num === N_DOT || num === N_E || num === N_ESIGN)
+            this.fail('a malformed number')
+          if (depth <= 1) {
+            this.put(state, depth, count, isKey, num, i)
+            this.valueEnds()
+            ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
             continue // the byte after the number is read in the new state
-          case LIT:
-            if (this.litAt < this.lit.length) {
-              if (b !== this.lit.charCodeAt(this.litAt++)) this.fail('an unknown literal')
+          }
+          state = stack[depth - 1] === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
+          // falls through: the byte after the value, read here when it is the common `,"` or `}`
+        }
+        case LIT: {
+          if (state === LIT) {
+            const lit = this.lit
+            if (this.litAt < lit.length) {
+              if (b !== lit.charCodeAt(this.litAt++)) this.fail('an unknown literal')
               break
             }
-            this.state = state
-            this.at = this.base + i
-            this.endLiteral()
-            state = this.state
-            continue
-          default:
-            if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) break
-            this.state = state
-            this.at = this.base + i
-            this.structural(b)
-            state = this.state
+            if (depth <= 1) {
+              this.put(state, depth, count, isKey, num, i)
+              this.valueEnds()
+              ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
+              continue
+            }
+            state = stack[depth - 1] === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
+          }
+          // A value ended at depth 2 or more; `b` follows it.
+          if (depth > 2 && state === OBJ_NEXT) {
+            if (b === 0x2c && buf[i + 1] === 0x22) {
+              i++
+              isKey = true
+              state = STR
+              break
+            }
+            if (b === 0x7d) {
+              if (stack[--depth] !== OPEN_OBJ) this.fail('a mismatched bracket')
+              state = stack[depth - 1] === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
+              break
+            }
+          }
+          continue // read in the new state
         }
-        i++
+        case VALUE:
+        case ARR_VALUE_OR_END:
+          if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) break
+          if (b === 0x5d && state === ARR_VALUE_OR_END) {
+            if (depth <= 2) {
+              this.put(state, depth, count, isKey, num, i)
+              this.close(b)
+              ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
+            } else {
+              if (stack[--depth] !== OPEN_ARR) this.fail('a mismatched bracket')
+              state = stack[depth - 1] === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
+            }
+            break
+          }
+          if (depth <= 1) {
+            this.put(state, depth, count, isKey, num, i)
+            this.valueStarts(b)
+            ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
+            break
+          }
+          if (depth === 2 && inField) count++
+          if (b === 0x22) {
+            isKey = false
+            state = STR
+          } else if (b === OPEN_OBJ || b === OPEN_ARR) {
+            if (depth === MAX_DEPTH)
+              throw new JsonSyntaxError(`the body is nested deeper than ${MAX_DEPTH} levels`)
+            stack[depth++] = b
+            state = b === OPEN_OBJ ? OBJ_KEY_OR_END : ARR_VALUE_OR_END
+          } else if (b === 0x2d || (b >= 0x30 && b <= 0x39)) {
+            num = b === 0x2d ? N_SIGN : b === 0x30 ? N_ZERO : N_INT
+            state = NUM
+            // An integer's digits in one go; what follows them goes through numStep.
+            if (num === N_INT) while (i + 1 < n && buf[i + 1]! >= 0x30 && buf[i + 1]! <= 0x39) i++
+          } else if (b === 0x74 || b === 0x66 || b === 0x6e) {
+            const lit = b === 0x74 ? 'true' : b === 0x66 ? 'false' : 'null'
+            this.lit = lit
+            this.litAt = 1
+            state = LIT
+            // A literal whole in this chunk is compared in one go.
+            if (i + lit.length <= n) {
+              for (let k = 1; k < lit.length; k++)
+                if (buf[i + k] !== lit.charCodeAt(k)) this.fail('an unknown literal')
+              i += lit.length - 1
+              this.litAt = lit.length
+            }
+          } else this.fail('an unexpected character')
+          break
+        case OBJ_KEY_OR_END:
+        case OBJ_KEY:
+        case COLON:
+        case OBJ_NEXT:
+        case ARR_NEXT:
+          if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) break
+          if (depth <= 1 || (depth === 2 && (b === 0x5d || b === 0x7d))) {
+            // The top-level object's keys and commas, and the ends of its values.
+            this.put(state, depth, count, isKey, num, i)
+            this.structural(b)
+            ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
+            break
+          }
+          if (state === COLON) {
+            if (b !== 0x3a) this.fail('a missing colon')
+            state = VALUE
+          } else if (state === OBJ_NEXT && b === 0x2c) {
+            state = OBJ_KEY
+            if (buf[i + 1] === 0x22) {
+              i++
+              isKey = true
+              state = STR
+            }
+          } else if (state === ARR_NEXT && b === 0x2c) {
+            state = VALUE
+            // The common `,{"` between rows read here, not one byte a turn.
+            if (buf[i + 1] === OPEN_OBJ && depth < MAX_DEPTH) {
+              i++
+              if (depth === 2 && inField) count++
+              stack[depth++] = OPEN_OBJ
+              state = OBJ_KEY_OR_END
+              if (buf[i + 1] === 0x22) {
+                i++
+                isKey = true
+                state = STR
+              }
+            }
+          } else if (b === 0x22 && (state === OBJ_KEY || state === OBJ_KEY_OR_END)) {
+            isKey = true
+            state = STR
+          } else if (
+            (b === 0x7d && (state === OBJ_NEXT || state === OBJ_KEY_OR_END)) ||
+            (b === 0x5d && state === ARR_NEXT)
+          ) {
+            if (stack[--depth] !== (b === 0x7d ? OPEN_OBJ : OPEN_ARR))
+              this.fail('a mismatched bracket')
+            state = stack[depth - 1] === OPEN_OBJ ? OBJ_NEXT : ARR_NEXT
+          } else {
+            this.put(state, depth, count, isKey, num, i)
+            this.structural(b) // says what is wrong
+          }
+          break
+        default:
+          if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) break
+          this.put(state, depth, count, isKey, num, i)
+          this.structural(b)
+          ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
       }
-    } finally {
-      this.state = state
-      this.base += n
+      i++
     }
+    this.state = state
+    this.depth = depth
+    this.count = count
+    this.strIsKey = isKey
+    this.num = num
+    this.base += n
+  }
+
+  /** The loop's locals back into the scanner, before a rare step reads them. */
+  private put(state: number, depth: number, count: number, isKey: boolean, num: number, i: number) {
+    this.state = state
+    this.depth = depth
+    this.count = count
+    this.strIsKey = isKey
+    this.num = num
+    this.at = this.base + i
   }
 
   /** A byte of an escape in a string (rare in row data: kept out of the hot loop). */
-  private escapeByte(state: number, b: number): number {
-    this.keyByte(b)
+  private escapeByte(state: number, b: number, inKey: boolean): number {
+    if (inKey) this.keyByte(b)
     if (state === STR_HEX) {
       if (!isHex(b)) this.fail('a bad \\u escape')
       return --this.hexLeft === 0 ? STR : STR_HEX
@@ -295,43 +512,7 @@ export class JsonBodyScanner {
     } else this.fail('an unexpected character')
   }
 
-  /** Advances the number automaton; false when `b` is not part of the number. */
-  private numByte(b: number): boolean {
-    const d = isDigit(b)
-    switch (this.num) {
-      case N_SIGN:
-        if (!d) this.fail('a malformed number')
-        this.num = b === 0x30 ? N_ZERO : N_INT
-        return true
-      case N_ZERO:
-      case N_INT:
-        if (d) {
-          if (this.num === N_ZERO) this.fail('a malformed number')
-          return true
-        }
-        if (b === 0x2e) return ((this.num = N_DOT), true)
-        if (b === 0x65 || b === 0x45) return ((this.num = N_E), true)
-        return false
-      case N_DOT:
-        if (!d) this.fail('a malformed number')
-        this.num = N_FRAC
-        return true
-      case N_FRAC:
-        if (d) return true
-        if (b === 0x65 || b === 0x45) return ((this.num = N_E), true)
-        return false
-      case N_E:
-        if (b === 0x2b || b === 0x2d) return ((this.num = N_ESIGN), true)
-      // falls through: a digit must come
-      case N_ESIGN:
-        if (!d) this.fail('a malformed number')
-        this.num = N_EXP
-        return true
-      default:
-        return d
-    }
-  }
-
+  /** A number at the body's end (a top-level number). */
   private endNumber(): void {
     if (this.num === N_SIGN || this.num === N_DOT || this.num === N_E || this.num === N_ESIGN) {
       this.fail('a malformed number')
@@ -364,7 +545,7 @@ export class JsonBodyScanner {
   }
 
   private keyByte(b: number): void {
-    if (!this.strIsKey || this.keyLong || this.depth !== 1) return
+    if (this.keyLong) return
     if (this.key.length >= MAX_KEY) {
       this.keyLong = true
       this.key = []
