@@ -1,0 +1,164 @@
+import { Redis } from 'ioredis'
+import { describe, expect, it } from 'vitest'
+import { startGateway, testYaml } from '../helpers/gateway-process.js'
+import { send } from '../helpers/http.js'
+import { useRedis } from '../helpers/redis.js'
+import { useStubUpstream } from '../helpers/stub-upstream.js'
+
+// SPEC §12 "What a call costs", a guard that is not a clock: the benchmark's three calls
+// (rotating bases, a flood on one base over its limit, a 1,000-row append) through the real
+// gateway and the real scripts, every command the store receives seen by MONITOR: those the
+// gateway sends (each at most a round trip; a turn's scripts go in one pipeline) and those
+// its scripts run inside Redis. The counts include the batched writes of the usage days, the
+// upgrade report and the tuning evidence (flushed at the stop), the store's health probe and
+// nothing else. A change that makes a call do more fails here; raising a budget is said in the
+// CHANGELOG with why (SPEC §12).
+
+/**
+ * Per call, measured on 0.7.0 (in brackets) with about 10 % of room. Each base is called once,
+ * so every check opens its key's bucket (the script's costliest case: TIME, HMGET, HSET and
+ * PEXPIRE); the benchmark, calling 1,000 bases over and over, sees about 4.2 commands a call.
+ */
+const BUDGETS = {
+  // [1.00 scripts, 1.01 sent, 5.03 in all]: the check script, and the day counts' share of a
+  // batched write (at the stop: one EVAL of the usage script and its HSETs for the class's others).
+  rotating: { scriptsPerCall: 1.0, sentPerCall: 1.1, commandsPerCall: 5.5 },
+  // [0.014 scripts, 0.026 sent, 0.095 in all]: a refusal of a key known to be over its limit
+  // asks the store nothing; the 10 admitted and the first refusal do.
+  flood: { scriptsPerCall: 0.02, sentPerCall: 0.03, commandsPerCall: 0.11 },
+  // [1.01, 1.05, 5.16]: as rotating (200 calls share the same batched write): the body's size
+  // check costs the store nothing.
+  append: { scriptsPerCall: 1.0, sentPerCall: 1.1, commandsPerCall: 5.7 },
+} as const
+
+const N = { rotating: 1000, flood: 1000, append: 200 }
+
+const ROWS = Array.from(
+  { length: 1000 },
+  (_, i) => `{"Name":"row ${i}","Count":${i},"Done":false}`
+).join(',')
+const APPEND_BODY = `{"table_name":"Table1","rows":[${ROWS}],"apply_default":false}`
+
+const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
+
+interface Count {
+  /** Commands the gateway sent (EVALSHA, EVAL, HSET…): its round trips at most. */
+  sent: number
+  /** Of those, script calls (EVALSHA / EVAL). */
+  scripts: number
+  /** Every command Redis ran, those inside scripts counted. */
+  commands: number
+  byName: Map<string, number>
+}
+
+/** Sends `calls` with 10 in flight, every command to the store counted from the first to the stop. */
+async function counted(
+  redisUrl: string,
+  yaml: string,
+  calls: { method: string; path: string; body?: string }[],
+  expectStatus: (status: number, i: number) => void
+): Promise<Count> {
+  const gw = await startGateway(yaml, { env: { LOG_LEVEL: 'info' } })
+  // Warm: scripts loaded, the first connection made, before counting starts.
+  await send(gw.port, { path: `/api-gateway/api/v2/dtables/${uuid(0xfffff)}/rows/` })
+  const monitorClient = new Redis(redisUrl)
+  const monitor = await monitorClient.monitor()
+  const count: Count = { sent: 0, scripts: 0, commands: 0, byName: new Map() }
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const name = String(args[0]).toLowerCase()
+    count.commands++
+    count.byName.set(name, (count.byName.get(name) ?? 0) + 1)
+    if (source === 'lua') return
+    count.sent++
+    if (name === 'evalsha' || name === 'eval') count.scripts++
+  })
+  // MONITOR starts once the server has said OK; one round trip more makes sure.
+  await monitorClient.ping().catch(() => {})
+  let next = 0
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (next < calls.length) {
+        const i = next++
+        const c = calls[i]!
+        const headers = c.body === undefined ? {} : { 'content-type': 'application/json' }
+        const a = await send(gw.port, { method: c.method, path: c.path, body: c.body, headers })
+        expectStatus(a.status, i)
+      }
+    })
+  )
+  expect(await gw.stop()).toBe(0) // the stop writes every batch held
+  // MONITOR's lines trail the commands: wait until two reads 200 ms apart agree.
+  for (let last = -1; last !== count.commands;) {
+    last = count.commands
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  monitorClient.disconnect()
+  return count
+}
+
+function perCall(c: Count, n: number) {
+  return { scripts: c.scripts / n, sent: c.sent / n, commands: c.commands / n }
+}
+
+describe('what a call costs the store (SPEC §12)', () => {
+  const up = useStubUpstream()
+  const store = useRedis({ own: true })
+  const yamlFor = (prefix: string, base: string) =>
+    testYaml(
+      up.url,
+      `store: { url: "${store.redis.url}", prefix: "${store.redis.prefix}${prefix}:" }\nrate_limits: { base: ${base} }`
+    )
+
+  it(`rotating: ${N.rotating} GETs on ${N.rotating} bases, nothing refused`, async () => {
+    const calls = Array.from({ length: N.rotating }, (_, i) => ({
+      method: 'GET',
+      path: `/api-gateway/api/v2/dtables/${uuid(i + 1)}/rows/?table_name=Table1`,
+    }))
+    const c = await counted(store.redis.url, yamlFor('rot', '10000000/min'), calls, (s) =>
+      expect(s).toBe(200)
+    )
+    const p = perCall(c, N.rotating)
+    process.stderr.write(
+      `rotating per call: ${JSON.stringify(p)} ${JSON.stringify([...c.byName])}\n`
+    )
+    expect(p.scripts).toBeGreaterThanOrEqual(1) // every admitted call is checked by the store
+    expect(p.scripts).toBeLessThanOrEqual(BUDGETS.rotating.scriptsPerCall + 0.02)
+    expect(p.sent).toBeLessThanOrEqual(BUDGETS.rotating.sentPerCall)
+    expect(p.commands).toBeLessThanOrEqual(BUDGETS.rotating.commandsPerCall)
+  }, 60_000)
+
+  it(`flood: ${N.flood} GETs on one base over its limit of 10 a minute`, async () => {
+    const calls = Array.from({ length: N.flood }, () => ({
+      method: 'GET',
+      path: `/api-gateway/api/v2/dtables/${uuid(7)}/rows/?table_name=Table1`,
+    }))
+    let admitted = 0
+    const c = await counted(store.redis.url, yamlFor('flood', '10/min'), calls, (s) => {
+      expect([200, 429]).toContain(s)
+      if (s === 200) admitted++
+    })
+    expect(admitted).toBe(10)
+    const p = perCall(c, N.flood)
+    process.stderr.write(`flood per call: ${JSON.stringify(p)} ${JSON.stringify([...c.byName])}\n`)
+    expect(p.scripts).toBeLessThanOrEqual(BUDGETS.flood.scriptsPerCall)
+    expect(p.sent).toBeLessThanOrEqual(BUDGETS.flood.sentPerCall)
+    expect(p.commands).toBeLessThanOrEqual(BUDGETS.flood.commandsPerCall)
+  }, 60_000)
+
+  it(`append: ${N.append} POSTs of 1,000 rows (${APPEND_BODY.length} bytes) on ${N.append} bases`, async () => {
+    const calls = Array.from({ length: N.append }, (_, i) => ({
+      method: 'POST',
+      path: `/api-gateway/api/v2/dtables/${uuid(i + 1)}/rows/`,
+      body: APPEND_BODY,
+    }))
+    const c = await counted(store.redis.url, yamlFor('append', '10000000/min'), calls, (s) =>
+      expect(s).toBe(200)
+    )
+    const p = perCall(c, N.append)
+    process.stderr.write(`append per call: ${JSON.stringify(p)} ${JSON.stringify([...c.byName])}\n`)
+    expect(p.scripts).toBeGreaterThanOrEqual(1)
+    expect(p.scripts).toBeLessThanOrEqual(BUDGETS.append.scriptsPerCall + 0.02)
+    expect(p.sent).toBeLessThanOrEqual(BUDGETS.append.sentPerCall)
+    expect(p.commands).toBeLessThanOrEqual(BUDGETS.append.commandsPerCall)
+  }, 60_000)
+})
