@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono'
 import type { Metrics } from '../observe/metrics.js'
 import type { ConfigHolder } from '../config/holder.js'
-import { parseUuid } from '../request/base-uuid.js'
+import { hyphenated, parseUuid } from '../request/base-uuid.js'
 import type { ChangeStore } from '../config/changes.js'
 import { quotaOf, type Team, type TeamChange } from '../quota/teams.js'
 import { JsonBodyScanner, JsonSyntaxError } from '../size/json-count.js'
@@ -36,7 +36,9 @@ export async function monthOf(
 async function teamJson(deps: TeamDeps, team: Team) {
   const m = await monthOf(deps, team)
   const { id, plan, users, bases, changed } = team
-  return { id, plan, users, bases, quota: m.quota, used: m.used, reset: m.reset, changed }
+  // SPEC §7: bases as clients send them (hyphenated), whatever spelling the file used.
+  const shown = bases.map(hyphenated)
+  return { id, plan, users, bases: shown, quota: m.quota, used: m.used, reset: m.reset, changed }
 }
 
 const notFound = (c: Context, id: string) =>

@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono'
 import { othersOf } from '../usage/keep.js'
 import type { ConfigHolder } from '../config/holder.js'
 import { addDays, dayBounds, daysBetween, daysInMonth, parseIsoDate } from '../quota/month.js'
-import { parseUuid } from '../request/base-uuid.js'
+import { hyphenated, parseUuid } from '../request/base-uuid.js'
 import type { LimiterStore } from '../types.js'
 import {
   callsOn,
@@ -88,11 +88,6 @@ function checkSubject(
 const wantsCsv = (c: Context) =>
   c.req.query('format') === 'csv' ||
   (c.req.query('format') === undefined && (c.req.header('accept') ?? '').includes('text/csv'))
-
-/** A base's hyphenated UUID (what operators search for). */
-export function hyphenated(uuid: string): string {
-  return `${uuid.slice(0, 8)}-${uuid.slice(8, 12)}-${uuid.slice(12, 16)}-${uuid.slice(16, 20)}-${uuid.slice(20)}`
-}
 
 interface Row {
   date: string

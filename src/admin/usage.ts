@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono'
 import ipaddr from 'ipaddr.js'
 import type { ConfigHolder } from '../config/holder.js'
-import { parseUuid } from '../request/base-uuid.js'
+import { parseUuid, shownKey } from '../request/base-uuid.js'
 import { windowMsOf, type Charge, type LimiterStore, type WindowState } from '../types.js'
 
 // SPEC §7: GET /v1/usage/base/{uuid} and /v1/usage/ip/{ip}, read without charging.
@@ -45,7 +45,7 @@ export function usageRoutes(
       } else windows.push(windowJson(ch, w))
     }
     // SPEC §10: the override that applies to the key (its windows carry its name too).
-    return c.json({ key, override, windows, monthly })
+    return c.json({ key: shownKey(key), override, windows, monthly })
   }
   app.get('/v1/usage/base/:uuid', async (c) => {
     const uuid = parseUuid(c.req.param('uuid'))

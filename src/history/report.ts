@@ -1,6 +1,7 @@
 import type { HistoryIndex } from './match.js'
 import type { ReportStore } from './report-store.js'
 import { compareVersions } from './version.js'
+import { shownKey } from '../request/base-uuid.js'
 
 // SPEC §8's upgrade report, for the admin API and the `upgrade-report` command alike.
 
@@ -32,7 +33,7 @@ export async function upgradeReport(
       replacement: e.replacement,
       calls: u.calls,
       last_seen: u.lastSeenMs === null ? null : new Date(u.lastSeenMs).toISOString(),
-      top_keys: u.topKeys,
+      top_keys: u.topKeys.map((k) => ({ ...k, key: shownKey(k.key) })), // SPEC §7
     }
   })
   rows.sort((a, b) => b.calls - a.calls || compareVersions(a.version, b.version))

@@ -5,6 +5,7 @@ import type { DryRun, Outcome, GateResult, Admission } from '../http/call.js'
 import { statusOf } from '../http/call.js'
 import type { Logger } from './log.js'
 import { maskPathTokens } from '../request/path-tokens.js'
+import { shownKey } from '../request/base-uuid.js'
 import { peerAddress } from '../request/client-ip.js'
 import { createPlainLineWriter, type PlainLine } from './request-line.js'
 import type { Metrics } from './metrics.js'
@@ -244,7 +245,7 @@ function traced(tracer: Tracer, f: Finished, status: number): void {
   endWith(span, status, {
     'url.path': f.path === null ? undefined : maskPathTokens(f.path),
     'basegate.class': adm?.classification.cls ?? 'unknown',
-    'basegate.key': adm?.classification.key,
+    'basegate.key': adm === null ? undefined : shownKey(adm.classification.key),
     'basegate.outcome': f.outcome.kind,
   })
 }
@@ -258,7 +259,7 @@ function commonFields(f: Finished, status: number, nowMono: number) {
     method: f.begun.method,
     path: f.path === null ? undefined : maskPathTokens(f.path),
     class: adm?.classification.cls ?? 'unknown',
-    key: adm?.classification.key,
+    key: adm === null ? undefined : shownKey(adm.classification.key),
     limit: w?.limit,
     remaining: w?.remaining,
     reset: w?.resetSec,

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js'
+import { shownKey } from '../request/base-uuid.js'
 // SPEC §7: every 60 s a summary line with the busiest keys and the teams past 80 % of their
 // monthly quota. Counting here is a Map increment per request; the line is built on flush.
 
@@ -74,7 +75,7 @@ export class UsageSummary {
     const busiest = [...this.calls]
       .sort((a, b) => b[1] - a[1])
       .slice(0, this.top)
-      .map(([key, calls]) => ({ key, calls }))
+      .map(([key, calls]) => ({ key: shownKey(key), calls }))
     const over80: SummaryLine['teams_over_80'] = []
     const over100: SummaryLine['teams_over_100'] = []
     for (const [team, t] of this.teams) {

@@ -27,6 +27,19 @@ function canonical(uuid: string): string {
   return hex.toLowerCase()
 }
 
+/** A base's hyphenated UUID from its canonical form (what operators and clients write). */
+export function hyphenated(uuid: string): string {
+  return `${uuid.slice(0, 8)}-${uuid.slice(8, 12)}-${uuid.slice(12, 16)}-${uuid.slice(16, 20)}-${uuid.slice(20)}`
+}
+
+/**
+ * SPEC §7: a key as an operator reads it (log, JSON, CSV, page): `base:` and the hyphenated
+ * UUID, so a grep for the UUID a client sent finds it; other keys as they are.
+ */
+export function shownKey(key: string): string {
+  return key.length === 37 && key.startsWith('base:') ? `base:${hyphenated(key.slice(5))}` : key
+}
+
 /** The canonical form: lower case, no hyphens; null when `text` is not a UUID. */
 export function parseUuid(text: string): string | null {
   return UUID_RE.test(text) ? canonical(text) : null

@@ -1,13 +1,14 @@
+import { shownKey } from '../request/base-uuid.js'
 import type { Interval, TuneReport } from './report.js'
 
 // SPEC §11 on a terminal: the report as tables a person reads. Pure.
 
 const n = (x: number) => x.toLocaleString('en-US')
 /** A key as operators search for it: a base by its hyphenated UUID. */
-const keyName = (key: string) =>
-  /^base:[0-9a-f]{32}$/.test(key)
-    ? `base ${key.slice(5, 13)}-${key.slice(13, 17)}-${key.slice(17, 21)}-${key.slice(21, 25)}-${key.slice(25)}`
-    : key.replace(/^ip:/, 'client ')
+const keyName = (key: string) => {
+  const k = shownKey(key)
+  return /^base:[0-9a-f]{8}-/.test(k) ? `base ${k.slice(5)}` : k.replace(/^ip:/, 'client ')
+}
 const between = (i: Interval) => (i.lo === i.hi ? n(i.lo) : `between ${n(i.lo)} and ${n(i.hi)}`)
 
 function table(head: string[], rows: string[][], right: ReadonlySet<number> = new Set()): string[] {

@@ -6,6 +6,7 @@ import { callOfFamily, CEILING } from './family.js'
 import type { ShapeDay } from './shape.js'
 import { seriesId, splitSeries, type ShapeStore } from './shape-store.js'
 import { isOthers } from '../usage/keep.js'
+import { shownKey } from '../request/base-uuid.js'
 
 // SPEC §11 "what it answers": a candidate file judged on the calls the store kept. Per key, its
 // families' shapes are summed into one timeline per window that counts them (a class, a rule,
@@ -434,7 +435,7 @@ function judgeKey(
     add(acc.running_refused, rb)
     add(acc.candidate_refused, cb)
     const move: KeyMove = {
-      key,
+      key: shownKey(key), // SPEC §7: as operators search for it
       team: team(candidate) ?? team(running),
       calls,
       running: rb,

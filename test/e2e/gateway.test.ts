@@ -326,7 +326,7 @@ describe('logs', () => {
       level: 'info',
       method: 'GET',
       class: 'base',
-      key: `base:${uuid(9).replace(/-/g, '')}`,
+      key: `base:${uuid(9)}`, // hyphenated, as the client sent it (SPEC §7)
       limit: 5,
     })
     expect(line).toHaveProperty('remaining')

@@ -65,7 +65,7 @@ describe('POST /v1/tuning (SPEC §11)', () => {
     expect(s.candidate_refused.lo).toBeGreaterThanOrEqual(20)
     expect(s.candidate_refused.hi).toBeLessThanOrEqual(25)
     expect(s.more_refused[0]).toMatchObject({
-      key: `base:${A.replaceAll('-', '')}`,
+      key: `base:${A}`,
       team: 'acme',
       calls: 30,
     })

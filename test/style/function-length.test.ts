@@ -9,6 +9,12 @@ import { describe, expect, it } from 'vitest'
 
 const SRC = fileURLToPath(new URL('../../src', import.meta.url))
 const MAX = 80
+/**
+ * The exceptions, each with its measured reason and its own bound. A byte scanner's loop keeps
+ * its state in locals, which a split into methods would put back on `this` (issue #47: the JSON
+ * row counter at 143 MB/s with a method per step, 550 MB/s as one loop).
+ */
+const LONGER: Record<string, number> = { 'size/json-count.ts write': 240 }
 /** The processes' entry points: main.ts, serve.ts and cli.ts (basegate), healthcheck.ts (its own bin), demo.ts (npm run demo). */
 const READS_ENV = new Set(['main.ts', 'serve.ts', 'cli.ts', 'healthcheck.ts', 'demo.ts'])
 
@@ -27,8 +33,9 @@ function longFunctions(file: string): string[] {
     if (ts.isFunctionLike(node) && 'body' in node && node.body) {
       const start = sf.getLineAndCharacterOfPosition(node.getStart()).line
       const end = sf.getLineAndCharacterOfPosition(node.getEnd()).line
-      if (end - start + 1 > MAX) {
-        const name = (node as { name?: ts.Node }).name?.getText() ?? '(anonymous)'
+      const name = (node as { name?: ts.Node }).name?.getText() ?? '(anonymous)'
+      const bound = LONGER[`${file.slice(SRC.length + 1)} ${name}`] ?? MAX
+      if (end - start + 1 > bound) {
         out.push(`${file.slice(SRC.length + 1)}:${start + 1} ${name}: ${end - start + 1} lines`)
       }
     }

@@ -1,3 +1,4 @@
+import { shownKey } from '../../src/request/base-uuid.js'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { compileSnapshot } from '../../src/http/snapshot.js'
@@ -76,7 +77,7 @@ async function truth(calls: readonly Arrival[], yaml: string): Promise<Map<strin
     g.clock.set(a.atMs)
     const r = await g.gate(requestOf(a.method, a.path, a.ip))
     if (r.kind === 'refuse' && r.outcome.kind === 'rate_limited') {
-      const key = r.admission!.classification.key
+      const key = shownKey(r.admission!.classification.key) // as the report names it
       refused.set(key, (refused.get(key) ?? 0) + 1)
     }
   }
