@@ -195,7 +195,7 @@ function buildMonthly(problems: ConfigProblem[], file: LimitsFile, f: Filled): M
     if (!(t.plan in plans))
       problems.push({
         field: `monthly.teams[${i}].plan`,
-        message: `${JSON.stringify(t.plan)} is not a plan`,
+        message: `${JSON.stringify(t.plan)} is not a plan (the plans: ${Object.keys(plans).join(', ') || 'none'})`,
       })
     const bases = uuids(problems, `monthly.teams[${i}].bases`, t.bases)
     return { id: t.id, plan: t.plan, users: t.users, bases }

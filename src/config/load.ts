@@ -329,13 +329,15 @@ export function parseConfig(
   if (doc.errors.length > 0) {
     // The YAML itself is broken: nothing further can be read from it. Its first line says where
     // (the excerpt that followed its colon is left out).
-    return {
-      ok: false,
-      problems: doc.errors.map((e) => ({
-        field: fileName,
-        message: e.message.split('\n')[0]!.replace(/:\s*$/, ''),
-      })),
-    }
+    // Only the first is the slip: the parser's later errors follow from it (one unquoted
+    // `{base_uuid}` made 183 lines of cascade), so they are counted, not listed.
+    const first = doc.errors[0]!.message.split('\n')[0]!.replace(/:\s*$/, '')
+    const more = doc.errors.length - 1
+    const tail =
+      more > 0
+        ? ` (and ${more} more YAML error${more === 1 ? '' : 's'} after it, which may follow from this one)`
+        : ''
+    return { ok: false, problems: [{ field: fileName, message: first + tail }] }
   }
   const bound = yamlBounds(doc)
   if (bound !== null) return { ok: false, problems: [bound] }
@@ -371,7 +373,10 @@ export function parseConfig(
   for (const p of problems) dropPath(raw, fieldPath(p.field))
   applyFlagsToDocument(raw, flags)
   const v = validate(raw)
-  let all = dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines))
+  let all = inFileOrder(
+    dedupe([...problems, ...v.problems]).map((p) => placeUnknownKey(p, doc, lines)),
+    doc
+  )
   if (opts.candidate === true) all = unexpanded(all, expansions)
   if (all.length > 0 || !v.config) return { ok: false, problems: all }
   const warnings = [...ruleWarnings(v.config), ...unchosenWarnings(read, doc, env, flags)]
@@ -417,6 +422,26 @@ function unchosenWarnings(
         'is not set: calls go to the default http://127.0.0.1:8000 (set upstream.url, or --upstream)',
     })
   return out
+}
+
+/**
+ * Problems in the order their fields stand in the file (issue #49: the schema's and the
+ * cross-field checks' came in two runs); a problem with no place in the file (a flag, a
+ * default) after them, in the order found.
+ */
+function inFileOrder(problems: ConfigProblem[], doc: Document): ConfigProblem[] {
+  const at = (p: ConfigProblem): number => {
+    const path = fieldPath(p.field)
+    for (let n = path.length; n > 0; n--) {
+      const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | null
+      if (node?.range !== undefined) return node.range[0]
+    }
+    return Number.MAX_SAFE_INTEGER
+  }
+  return problems
+    .map((p, i) => ({ p, i, at: at(p) }))
+    .sort((a, b) => a.at - b.at || a.i - b.i)
+    .map((x) => x.p)
 }
 
 const UNKNOWN_KEY = 'is not a known key'

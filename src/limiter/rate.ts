@@ -38,17 +38,20 @@ const UNITS = ['second', 'sec', 's', 'minute', 'min', 'hour', 'day'].map(anyCase
 /** N/unit with N ≥ 1, or unlimited: the same language as parseRate. */
 export const RATE_PATTERN = `^\\s*(?:${anyCase('unlimited')}|0*[1-9][0-9]*\\s*/\\s*(?:${UNITS}))\\s*$`
 
+/** The rate language, said where a value is not in it. */
+const RATE_FORMS = 'write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited'
+
 const rateText = z
   .string()
   .regex(new RegExp(RATE_PATTERN), {
-    error: (iss) => `${JSON.stringify(iss.input)} is not a rate`,
+    error: (iss) => `${JSON.stringify(iss.input)} is not a rate (${RATE_FORMS})`,
     abort: true,
   })
   // Past the pattern, only a number too large to count exactly is left to refuse.
   .refine((s) => parseRate(s) !== undefined, {
-    error: (iss) => `${JSON.stringify(iss.input)} is not a rate`,
+    error: (iss) => `${JSON.stringify(iss.input)} is not a rate (${RATE_FORMS})`,
   })
-  .describe('N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited')
+  .describe(RATE_FORMS)
 
 /** A rate, or a non-empty list of rates that all apply. */
 export const rateValue = z.union([rateText, z.array(rateText).min(1)])

@@ -120,8 +120,18 @@ describe('parseConfig: ${VAR} expansion', () => {
 
 describe('parseConfig: every problem named by its field', () => {
   it.each([
-    ['bad-rate.yaml', ['rate_limits.base: "500/mn" is not a rate']],
-    ['bad-rate-in-list.yaml', ['rate_limits.account[1]: "10/fortnight" is not a rate']],
+    [
+      'bad-rate.yaml',
+      [
+        'rate_limits.base: "500/mn" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
+      ],
+    ],
+    [
+      'bad-rate-in-list.yaml',
+      [
+        'rate_limits.account[1]: "10/fortnight" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
+      ],
+    ],
     ['unknown-key.yaml', ['rate_limit: is not a known key (line 1; did you mean rate_limits?)']],
     [
       'bad-enum.yaml',
@@ -180,7 +190,10 @@ describe('parseConfig: every problem named by its field', () => {
     const out = lines(fixture('bad-rule.yaml'))
     expect(out).toContain('rate_limits.rules[1].method[0]: "G3T" is not an HTTP method')
     expect(out).toContain('rate_limits.rules[1].path: a rule path starts with /')
-    expect(out).toContain('rate_limits.rules[1].limits[0]: "nope" is not a rate')
+    expect(out).toContain(
+      'rate_limits.rules[1].limits[0]: "nope" is not a rate' +
+        ' (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)'
+    )
   })
 
   it('cross-field rule checks: duplicate names and * not at the end', () => {
@@ -196,10 +209,11 @@ describe('parseConfig: every problem named by its field', () => {
   it('bad-monthly.yaml names each field', () => {
     const out = lines(fixture('bad-monthly.yaml'))
     // Issue #12: every problem in one pass: the schema's and the cross-field checks' together.
+    // Issue #49: in the order the fields stand in the file; a plan that is not one lists them.
     expect(out).toEqual([
-      'monthly.plans.odd: a plan has exactly one of calls or calls_per_user',
       'monthly.timezone: "Mars/Olympus" is not a time zone',
-      'monthly.teams[0].plan: "gold" is not a plan',
+      'monthly.plans.odd: a plan has exactly one of calls or calls_per_user',
+      'monthly.teams[0].plan: "gold" is not a plan (the plans: free, plus, enterprise)',
       'monthly.teams[0].bases[0]: "not-a-uuid" is not a base UUID',
     ])
     const out2 = lines(
@@ -207,7 +221,7 @@ describe('parseConfig: every problem named by its field', () => {
     )
     expect(out2).toEqual([
       'monthly.timezone: "Mars/Olympus" is not a time zone',
-      'monthly.teams[0].plan: "gold" is not a plan',
+      'monthly.teams[0].plan: "gold" is not a plan (the plans: free, plus, enterprise)',
       'monthly.teams[0].bases[0]: "not-a-uuid" is not a base UUID',
     ])
   })
@@ -220,7 +234,7 @@ describe('parseConfig: every problem named by its field', () => {
       expect.arrayContaining([
         'store.url: ${NOPE} is not set (write ${NOPE:-} for an empty default)',
         'store.timeout_ms: must be at least 1, got 0',
-        'rate_limits.base: "5/mn" is not a rate',
+        'rate_limits.base: "5/mn" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
         'size_limits.list_rows: must be at least 1, got -1',
         'bogus: is not a known key (line 6)',
         'admin.host: "0.0.0.0" is not loopback; set admin.token to listen there',
@@ -228,6 +242,17 @@ describe('parseConfig: every problem named by its field', () => {
       ])
     )
     expect(out.join('\n')).not.toMatch(/Too small|Invalid input|expected number to be/)
+  })
+
+  it('a YAML slip is one line: the first error, and how many more follow it (issue #49)', () => {
+    // An unquoted `{base_uuid}` at the start of a rule path made 183 lines of parser cascade.
+    const out = lines(
+      'rate_limits:\n  rules:\n    - name: rows\n      path: {base_uuid}/rows/{row_id}/\n      limits: [5/min]\n    - name: more\n      path: {base_uuid}/links/\n      limits: [5/min]\n'
+    )
+    expect(out).toHaveLength(1)
+    expect(out[0]).toMatch(
+      /^limits\.yaml: .*line \d+.* \(and \d+ more YAML errors? after it, which may follow from this one\)$/
+    )
   })
 
   it('a YAML syntax error names the file it is in', async () => {
@@ -456,9 +481,9 @@ describe('overrides (SPEC §10)', () => {
   - { name: g, bases: ["${U}"], limits: {} }`
       )
     ).toEqual([
-      'overrides[2].limits.base: "5/fortnight" is not a rate',
       'overrides[0].teams[0]: "nobody" is not a team of monthly.teams',
       'overrides[1].clients[0]: "10.0.0.0/99" is not an IP address or CIDR',
+      'overrides[2].limits.base: "5/fortnight" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
       'overrides[3].shared: is for teams only: an override with shared: true names teams, and no bases or clients',
       'overrides[4].name: "a" is used by another override',
       'overrides[5]: names no base, team or client',
@@ -475,12 +500,12 @@ allow: { clients: [192.168.01.1] }
 client_ip: { trusted_proxies: ["fe80::1%lo"] }`
       )
     ).toEqual([
-      'client_ip.trusted_proxies[0]: "fe80::1%lo" is not an IP address or CIDR',
-      'allow.clients[0]: "192.168.01.1" is not an IP address or CIDR',
       'overrides[0].clients[0]: "010.0.0.1/8" is not an IP address or CIDR',
       'overrides[0].clients[1]: "fe80::1%eth0/64" is not an IP address or CIDR',
       'overrides[0].clients[2]: "10.1/8" is not an IP address or CIDR',
       'overrides[0].clients[3]: "10.0.0.0/08" is not an IP address or CIDR',
+      'allow.clients[0]: "192.168.01.1" is not an IP address or CIDR',
+      'client_ip.trusted_proxies[0]: "fe80::1%lo" is not an IP address or CIDR',
     ])
     const ok = parseConfig(`overrides:
   - { name: a, clients: [10.0.0.0/8, "::ffff:10.0.0.1", "2001:db8::/32", 0.0.0.0/0], limits: { base: 5/min } }`)
@@ -511,9 +536,9 @@ describe('slow and idle clients, and slips in lists (issue #39)', () => {
     ).toEqual([
       'listen.max_connections: must be at least 1, got 0',
       'listen.max_connections_per_client: must be at least 1, got -1',
+      'upstream.max_connections_per_client: 9 is above upstream.max_connections (8)',
       'size_limits.client_share: "3/2" is not a share (1/8, or a number above 0 up to 1)',
       'size_limits.min_body_rate: must be at least 0, got -5',
-      'upstream.max_connections_per_client: 9 is above upstream.max_connections (8)',
     ])
   })
 
@@ -523,10 +548,10 @@ describe('slow and idle clients, and slips in lists (issue #39)', () => {
   - { name: a, clients: [1.2.3.4/8, "2001:db8::1/32", 10.0.0.0/8], bases: [6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10, 6F1C2A4E0D3B4C599A513E2D7C8B9A10], limits: { base: 5/min } }
 client_ip: { trusted_proxies: [192.168.1.7/24] }`)
     ).toEqual([
-      'client_ip.trusted_proxies[0]: "192.168.1.7/24" has bits set past its prefix: write its network, 192.168.1.0/24',
-      'overrides[0].bases[1]: "6F1C2A4E0D3B4C599A513E2D7C8B9A10" is the base of overrides[0].bases[0] again',
       'overrides[0].clients[0]: "1.2.3.4/8" has bits set past its prefix: write its network, 1.0.0.0/8',
       'overrides[0].clients[1]: "2001:db8::1/32" has bits set past its prefix: write its network, 2001:db8::/32',
+      'overrides[0].bases[1]: "6F1C2A4E0D3B4C599A513E2D7C8B9A10" is the base of overrides[0].bases[0] again',
+      'client_ip.trusted_proxies[0]: "192.168.1.7/24" has bits set past its prefix: write its network, 192.168.1.0/24',
     ])
   })
 })
