@@ -280,10 +280,10 @@ function drawLimits(t) {
   clear('limits');
   const note = $('limits-note');
   if (t === null || t === undefined) { note.textContent = 'worked out in the background from the kept evidence; shown here within a minute'; return; }
-  note.textContent = 'as of ' + new Date(t.as_of_ms).toLocaleTimeString() + ' · suggested: the lowest N/min no key passed on 99 % of its days (npx basegate tune-report says what it would refuse)';
+  note.textContent = 'as of ' + new Date(t.as_of_ms).toLocaleTimeString() + ' · suggested: the lowest N/min no key passed on 99 % of its days, and with headroom (its 1.5 ×, never below the busiest minute: what to set); npx basegate tune-report says what each would refuse' + t.limits.filter((l) => l.note).map((l) => ' · ' + l.id + ': ' + l.note).join('');
   if (t.limits.length === 0) row($('limits'), ['no calls kept yet', '', '', '', '']);
   for (const l of t.limits) {
-    const tr = row($('limits'), [l.id, l.limit, l.keys, l.p50 + ' · ' + l.p90 + ' · ' + l.p99 + ' · ' + l.max, l.suggested], { 'data-limit-id': l.id, 'data-p99': String(l.p99), 'data-max': String(l.max), 'data-per-minute': String(l.per_minute) });
+    const tr = row($('limits'), [l.id, l.limit, l.keys, l.p50 + ' · ' + l.p90 + ' · ' + l.p99 + ' · ' + l.max, l.suggested + ' (with headroom ' + l.with_headroom + ')'], { 'data-limit-id': l.id, 'data-p99': String(l.p99), 'data-max': String(l.max), 'data-per-minute': String(l.per_minute) });
     const top = Math.max(1, l.max, l.per_minute || 0) * 1.05;
     const w = 220, x = (v) => (v / top) * w;
     const svg = svgEl('svg', { class: 'use', width: w, height: 12, viewBox: '0 0 ' + w + ' 12' });

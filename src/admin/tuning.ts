@@ -77,6 +77,8 @@ export interface TuningSummary {
     p99: number
     max: number
     suggested: string
+    with_headroom: string
+    note: string | null
   }[]
 }
 
@@ -116,6 +118,8 @@ export function createTuningSummary(deps: Omit<TuningDeps, 'store'>) {
               keys: x.keys,
               ...x.busiest_minute,
               suggested: x.suggested,
+              with_headroom: x.with_headroom,
+              note: x.note,
             })),
           }
         })

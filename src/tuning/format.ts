@@ -88,14 +88,28 @@ export function formatTuneReport(r: TuneReport): string {
       `${s.busiest_minute.p50} / ${s.busiest_minute.p90} / ${s.busiest_minute.p99} / ${s.busiest_minute.max}`,
       s.suggested,
       `${between(s.would_refuse)} on ${s.keys_refused} keys`,
+      s.with_headroom,
     ])
     out.push(
       ...table(
-        ['window', 'in force', 'keys', 'p50 / p90 / p99 / max', 'suggested', 'it would refuse'],
+        [
+          'window',
+          'in force',
+          'keys',
+          'p50 / p90 / p99 / max',
+          'suggested',
+          'it would refuse',
+          'with headroom',
+        ],
         rows,
         new Set([2])
       ).map((l) => `  ${l}`)
     )
+    out.push(
+      '  suggested: the lowest N/min no key passed in 99 % of its busiest minutes (a tight fit);',
+      '  with headroom: its 1.5 ×, never below the busiest minute seen (what to set)'
+    )
+    for (const s of r.suggestions) if (s.note !== null) out.push(`  ${s.id}: ${s.note}`)
   }
   return out.join('\n')
 }

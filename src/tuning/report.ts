@@ -74,8 +74,17 @@ export interface Suggestion {
   keys: number
   /** The keys' busiest minute over the range (aligned minutes). */
   busiest_minute: { p50: number; p90: number; p99: number; max: number }
-  /** The lowest N/min that no key's busiest minute passed on 99 % of its days. */
+  /** The lowest N/min that no key's busiest minute passed on 99 % of its days (SPEC §11). */
   suggested: string
+  /**
+   * What to set, with room to grow (issue #49): the p99 × 1.5, never below the busiest minute
+   * seen, rounded up to two significant digits.
+   */
+  with_headroom: string
+  /** Key-days the percentile is taken over. */
+  key_days: number
+  /** Set when too few key-days make the p99 the busiest minute itself. */
+  note: string | null
   /** What that limit alone would have refused, and on how many keys. */
   would_refuse: Interval
   keys_refused: number
@@ -551,6 +560,19 @@ export async function tuneReport(input: TuneInput): Promise<TuneReport> {
   }
 }
 
+/** Under this many key-days a 99th percentile is the busiest one or next to it. */
+const FEW_KEY_DAYS = 100
+
+/**
+ * A limit to set from the fit (issue #49): the p99 × 1.5, never below the busiest minute seen,
+ * rounded up to two significant digits (587 → 590, 1,234 → 1,300).
+ */
+export function withHeadroom(p99: number, busiest: number): number {
+  const n = Math.max(Math.ceil(p99 * 1.5), busiest, 1)
+  const step = 10 ** Math.max(0, Math.floor(Math.log10(n)) - 1)
+  return Math.ceil(n / step) * step
+}
+
 /**
  * A section's suggestion: the 99th percentile of its key-days' busiest minutes as N/min, and
  * what that limit alone would have refused (only keys whose busiest minute passed half of it
@@ -592,6 +614,12 @@ async function suggest(
       max: keyMax.at(-1) ?? 0,
     },
     suggested: `${n}/min`,
+    with_headroom: `${withHeadroom(n, keyMax.at(-1) ?? 0)}/min`,
+    key_days: sorted.length,
+    note:
+      sorted.length < FEW_KEY_DAYS
+        ? `only ${sorted.length} key-day${sorted.length === 1 ? '' : 's'}: too few for a percentile (the p99 is about the busiest minute); ask for more days`
+        : null,
     would_refuse: refused,
     keys_refused: keysRefused,
   }

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { compileSnapshot } from '../../src/http/snapshot.js'
 import { ShapeRecorder } from '../../src/tuning/recorder.js'
-import { tuneReport, type TuneReport } from '../../src/tuning/report.js'
+import { tuneReport, withHeadroom, type TuneReport } from '../../src/tuning/report.js'
 import { MemoryShapeStore } from '../../src/tuning/shape-store.js'
 import { FakeClock } from '../helpers/clock.js'
 import { gateOf, requestOf } from '../helpers/gate.js'
@@ -220,5 +220,20 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
     const n = Number(s.suggested.split('/')[0])
     expect(n).toBeGreaterThan(0)
     expect(s.would_refuse.hi).toBeGreaterThanOrEqual(s.would_refuse.lo)
+    // Issue #49: what to set has room above the fit and is never below the busiest minute; so
+    // few key-days (5 keys over the days) are said to be too few for a percentile.
+    const h = Number(s.with_headroom.split('/')[0])
+    expect(h).toBeGreaterThanOrEqual(Math.max(n * 1.5, max))
+    expect(s.key_days).toBeLessThan(100)
+    expect(s.note).toMatch(/too few for a percentile/)
+  })
+
+  it('with headroom: the p99 × 1.5, never below the busiest, up to two significant digits', () => {
+    expect(withHeadroom(387, 500)).toBe(590) // 580.5 → 581 → 590
+    expect(withHeadroom(100, 120)).toBe(150)
+    expect(withHeadroom(100, 400)).toBe(400)
+    expect(withHeadroom(822, 1000)).toBe(1300) // 1,233 → 1,300
+    expect(withHeadroom(3, 3)).toBe(5)
+    expect(withHeadroom(0, 0)).toBe(1)
   })
 })
