@@ -162,8 +162,8 @@ function drawTeams(teams) {
     if (t.pace && pct < 100) {
       const pace = document.createElement('div'); pace.className = 'pace-text ' + (t.pace.runs_out ? 'warn' : 'muted');
       pace.setAttribute('data-runs-out', t.pace.runs_out || '');
-      const per = ' (' + t.pace.per_day + ' a day over the last 7 days)';
-      pace.appendChild(text(t.pace.runs_out ? 'on pace for ' + t.pace.projected + per + ': runs out around ' + t.pace.runs_out : 'on pace for ' + t.pace.projected + ' this month' + per));
+      const per = ' (' + t.pace.per_day + ' a day over the last 7 days and today)';
+      pace.appendChild(text(t.pace.used_up_on ? 'used up on ' + t.pace.used_up_on + ': its calls get 429 until the month ends' + per : t.pace.runs_out ? 'on pace for ' + t.pace.projected + per + ': runs out around ' + t.pace.runs_out : 'on pace for ' + t.pace.projected + ' this month' + per));
       div.appendChild(pace);
     }
     box.appendChild(div);

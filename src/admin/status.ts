@@ -176,7 +176,7 @@ async function teamMonths(deps: StatusDeps) {
     if (got == null) return []
     const { m, days } = got
     const share = m.quota > 0 ? m.used / m.quota : 0
-    const pace = paceOf(callsOn(days, week.from, week.to), { ...m, endMs }, t, tz)
+    const pace = paceOf(callsOn(days, week.from, week.to), { ...m, endMs }, t, tz, days)
     const month = [] as { date: string; calls: number; credited: number }[]
     for (let d = `${today.month}-01`; d <= today.id; d = addDays(d, 1))
       month.push({ date: d, calls: days.get(d)?.calls ?? 0, credited: days.get(d)?.credited ?? 0 })

@@ -140,7 +140,8 @@ async function teamHistory(deps: HistoryRouteDeps, id: string, r: Range) {
           callsOn(days, week.from, week.to),
           { used: now.used, quota: now.quota, endMs: ledgerRef(id, thisMonth, r.timeZone).endMs },
           deps.now(),
-          r.timeZone
+          r.timeZone,
+          days
         )
   return { days, months: inRange, pace }
 }
@@ -161,7 +162,8 @@ async function baseHistory(deps: HistoryRouteDeps, uuid: string, r: Range) {
           callsOn(days, week.from, week.to),
           { used, quota: null, endMs: ledgerRef('', thisMonth, r.timeZone).endMs },
           deps.now(),
-          r.timeZone
+          r.timeZone,
+          days
         )
       : null
   return { days, months: [] as MonthRow[], pace }

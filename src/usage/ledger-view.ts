@@ -21,12 +21,14 @@ export interface MonthRow {
 }
 
 export interface Pace {
-  /** Calls per day over the last 7 full days. */
+  /** Calls per day over the last 7 full days and today's part (issue #49: today counts). */
   per_day: number
   /** This month's total if that pace holds to its end. */
   projected: number
   /** The day the quota runs out at that pace, when that is before the month ends; else null. */
   runs_out: string | null
+  /** The day this month's calls reached the quota, when they have (its calls get 429). */
+  used_up_on: string | null
 }
 
 /** A month ("2026-11") of the zone as a ledger reference. */
@@ -83,28 +85,51 @@ export function lastFullWeek(today: string): { from: string; to: string } {
 }
 
 /**
- * SPEC §5 pace: the last 7 full days' calls per day, this month's total if it holds, and the day
- * the quota runs out at it (a team ramping up is seen at its new pace, not its month's average).
+ * SPEC §5 pace: the last 7 full days' calls per day with today's part (a team that used its
+ * month today has a pace), this month's total if it holds, the day the quota runs out at it (a
+ * team ramping up is seen at its new pace, not its month's average), and the day it was used up.
+ * `days`: this month's calls and credits by date, today's included, when the caller has them.
  */
 export function paceOf(
   week: readonly number[],
   month: { used: number; quota: number | null; endMs: number },
   nowMs: number,
-  timeZone: string
+  timeZone: string,
+  days: ReadonlyMap<string, DayCalls> = new Map()
 ): Pace {
-  const perDay = week.reduce((a, b) => a + b, 0) / 7
+  const today = dayBounds(nowMs, timeZone)
+  const todayCalls = days.get(today.id)?.calls ?? 0
+  const elapsed = Math.min(1, Math.max(0, (nowMs - today.startMs) / 86_400_000))
+  const perDay = (week.reduce((a, b) => a + b, 0) + todayCalls) / (7 + elapsed)
   const daysLeft = Math.max(0, (month.endMs - nowMs) / 86_400_000)
   const projected = Math.round(month.used + perDay * daysLeft)
   let runsOut: string | null = null
+  let usedUpOn: string | null = null
   const q = month.quota
-  if (q !== null && q > 0 && perDay > 0) {
-    if (month.used >= q) runsOut = dayBounds(nowMs, timeZone).id
-    else if (projected >= q) {
-      const at = nowMs + ((q - month.used) / perDay) * 86_400_000
-      if (at < month.endMs) runsOut = dayBounds(at, timeZone).id
-    }
+  if (q !== null && q > 0 && month.used >= q) {
+    runsOut = today.id
+    usedUpOn = usedUpDay(days, today.id, q) ?? today.id
+  } else if (q !== null && q > 0 && perDay > 0 && projected >= q) {
+    const at = nowMs + ((q - month.used) / perDay) * 86_400_000
+    if (at < month.endMs) runsOut = dayBounds(at, timeZone).id
   }
-  return { per_day: Math.round(perDay * 10) / 10, projected, runs_out: runsOut }
+  return {
+    per_day: Math.round(perDay * 10) / 10,
+    projected,
+    runs_out: runsOut,
+    used_up_on: usedUpOn,
+  }
+}
+
+/** The first day of today's month whose running total (calls less credits) reached `quota`. */
+function usedUpDay(days: ReadonlyMap<string, DayCalls>, todayId: string, quota: number) {
+  let sum = 0
+  for (let d = `${todayId.slice(0, 7)}-01`; d <= todayId; d = addDays(d, 1)) {
+    const v = days.get(d)
+    if (v !== undefined) sum += v.calls - v.credited
+    if (sum >= quota) return d
+  }
+  return null
 }
 
 /** The calls of each day of [from, to] (0 where none), oldest first. */

@@ -23,7 +23,7 @@ describe('paceOf (issue #40 item 4: the last 7 full days, not the month’s aver
       now,
       'UTC'
     )
-    expect(p).toEqual({ per_day: 100, projected: 2300, runs_out: '2026-11-28' })
+    expect(p).toEqual({ per_day: 100, projected: 2300, runs_out: '2026-11-28', used_up_on: null })
   })
 
   it('no day to run out when the pace ends under the quota; today when it is used up', () => {
@@ -33,6 +33,7 @@ describe('paceOf (issue #40 item 4: the last 7 full days, not the month’s aver
       per_day: 10,
       projected: 460,
       runs_out: null,
+      used_up_on: null,
     })
     expect(
       paceOf([5, 5, 5, 5, 5, 5, 5], { used: 1000, quota: 1000, endMs }, now, 'UTC').runs_out
@@ -41,7 +42,27 @@ describe('paceOf (issue #40 item 4: the last 7 full days, not the month’s aver
       per_day: 0,
       projected: 10,
       runs_out: null,
+      used_up_on: null,
     })
+  })
+
+  it('issue #49: today counts; a month used up today says so, on the day it was', () => {
+    const noon = Date.parse('2026-11-15T12:00:00Z')
+    const days = new Map([['2026-11-15', { calls: 1000, credited: 0 }]])
+    const p = paceOf([0, 0, 0, 0, 0, 0, 0], { used: 1000, quota: 1000, endMs }, noon, 'UTC', days)
+    expect(p.per_day).toBeCloseTo(1000 / 7.5, 1)
+    expect(p.runs_out).toBe('2026-11-15')
+    expect(p.used_up_on).toBe('2026-11-15')
+    // Used up on the 12th, still used up on the 15th: the 12th is said.
+    const earlier = new Map([
+      ['2026-11-10', { calls: 600, credited: 0 }],
+      ['2026-11-12', { calls: 500, credited: 100 }],
+      ['2026-11-13', { calls: 50, credited: 0 }],
+    ])
+    expect(
+      paceOf([0, 0, 600, 0, 400, 50, 0], { used: 1050, quota: 1000, endMs }, noon, 'UTC', earlier)
+        .used_up_on
+    ).toBe('2026-11-12') // 600 + 500 − 100 credited reach 1,000 on the 12th
   })
 
   it('the last full week is the 7 days before today, across a month', () => {
