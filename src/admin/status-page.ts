@@ -236,6 +236,7 @@ function drawServer(s) {
   row($('server'), ['server', ustate], { 'data-upstream': u.state });
   row($('server'), ['server version', s.server.version]);
   row($('server'), ['time to headers (5 min avg)', u.latency_ms === null ? null : u.latency_ms + ' ms']);
+  row($('server'), ['failed (5xx, 502, 504), last 20 s', u.errors_20s + ' of ' + u.calls_20s], { 'data-errors-20s': String(u.errors_20s) });
   row($('server'), ['failed (5xx, 502, 504), 5 min', u.errors_5m + ' of ' + u.calls_5m + (u.calls_5m ? ' (' + (u.error_share * 100).toFixed(0) + ' %)' : '')], { 'data-errors': String(u.errors_5m) });
   if (u.last_error) row($('server'), ['last failure', hhmmss(u.last_error.at) + ' ' + (u.last_error.status || '') + ' ' + (u.last_error.error || '')]);
   const st = s.store.kind === 'memory' ? { cls: 'muted', v: 'memory (this process)' } : s.store.ready ? { cls: 'ok', v: s.store.kind + ', answering' } : { cls: 'bad', v: s.store.kind + ', NOT answering' + (s.store.since_ms ? ' since ' + hhmmss(s.store.since_ms) : '') };

@@ -86,7 +86,7 @@ async function upgrades(deps: StatusDeps, server: string | null, t: number) {
  * call by call, observe/health.ts), the last failure that ended, and the last 5 minutes' shares.
  */
 function upstreamHealth(u: StatusCounts['upstream']) {
-  const recent = (xs: number[]) => xs.slice(-30).reduce((a, b) => a + b, 0)
+  const recent = (xs: number[], steps = 30) => xs.slice(-steps).reduce((a, b) => a + b, 0)
   const calls = recent(u.calls)
   const errors = recent(u.errors)
   const share = calls === 0 ? 0 : errors / calls
@@ -98,6 +98,9 @@ function upstreamHealth(u: StatusCounts['upstream']) {
     last_outage: h.last,
     calls_5m: calls,
     errors_5m: errors,
+    // Issue #49: a total outage leads with now (the last two 10-s steps), not 5 minutes' share.
+    calls_20s: recent(u.calls, 2),
+    errors_20s: recent(u.errors, 2),
     error_share: Math.round(share * 1000) / 1000,
     latency_ms: calls === 0 ? null : Math.round((recent(u.ms) / calls) * 10) / 10,
     last_error: u.last_error,
@@ -272,7 +275,7 @@ function alertsOf(
       last === null ? '' : `; last: ${last.status || ''} ${last.error ?? ''}`.replace(/ +/g, ' ')
     out.push({
       kind: 'server',
-      text: `the server is failing (5xx, 502, 504): ${upstream.errors_5m} of ${upstream.calls_5m} calls in the last 5 minutes${lastText.trimEnd()}`,
+      text: `the server is failing (5xx, 502, 504): ${upstream.errors_20s} of ${upstream.calls_20s} calls in the last 20 s, ${upstream.errors_5m} of ${upstream.calls_5m} in the last 5 minutes${lastText.trimEnd()}`,
       since_ms: upstream.since_ms,
     })
   }

@@ -142,7 +142,7 @@ monthly:
       /^the store \(redis:\/\/127\.0\.0\.1:\d+\) does not answer; on_error: open.* — since \d\d:\d\d:\d\d( [AP]M)? \(\d+ s\)$/
     )
     expect(alerts[1]).toMatch(
-      /^the server is failing \(5xx, 502, 504\): 6 of \d+ calls in the last 5 minutes; last: 502.* — since \d\d:\d\d:\d\d( [AP]M)? \(\d+ s\)$/
+      /^the server is failing \(5xx, 502, 504\): 6 of \d+ calls in the last 20 s, 6 of \d+ in the last 5 minutes; last: 502.* — since \d\d:\d\d:\d\d( [AP]M)? \(\d+ s\)$/
     )
     expect(await page.getAttribute('#server tr[data-upstream]', 'data-upstream')).toBe('failing')
     expect(await page.getAttribute('#server tr[data-store]', 'data-store')).toBe('down')
