@@ -165,6 +165,11 @@ monthly:
     expect(ticks[0]).toMatch(/^−15 min \d\d:\d\d/)
     expect(ticks[3]).toMatch(/^now \d\d:\d\d/)
 
+    // Issue #49: the page fits a phone in this state too (a server failing, a store down).
+    await page.setViewportSize({ width: 390, height: 900 })
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    await page.setViewportSize({ width: 1400, height: 1100 })
+
     const dir = mkdtempSync(join(tmpdir(), 'bg-status-health-'))
     const file = join(dir, 'status-page-health.png')
     await page.screenshot({ path: file, fullPage: true })
