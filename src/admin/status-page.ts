@@ -156,6 +156,8 @@ function drawTeams(teams) {
     const div = document.createElement('div');
     div.className = 'team'; div.setAttribute('data-team', t.id); div.setAttribute('data-used', t.used); div.setAttribute('data-quota', t.quota); div.setAttribute('data-level', level || 'ok');
     div.appendChild(text(t.id + ': ' + t.used + ' of ' + t.quota + ' (' + pct.toFixed(1) + ' %)' + (pct >= 100 ? ' — used up' : '')));
+    // During a store outage: the last figures read, which basegate goes on refusing from.
+    if (t.as_of_ms) { div.setAttribute('data-as-of', String(t.as_of_ms)); div.appendChild(text(' — as of ' + hhmmss(t.as_of_ms) + ', while the store does not answer')); }
     const bar = document.createElement('div'); bar.className = 'bar' + (level ? ' ' + level : '');
     const fill = document.createElement('div'); fill.style.width = Math.min(100, pct) + '%'; bar.appendChild(fill); div.appendChild(bar);
     // At a glance: where the last week's pace ends, and the day it runs out if that is before.

@@ -132,11 +132,25 @@ function answered<T>(clock: Clock, p: Promise<T>, otherwise: T): Promise<T> {
   })
 }
 
-/** The teams, their counts unknown (the store does not answer). */
+/**
+ * The last figures each team had while the store answered, by the admin deps they were read
+ * with (issue #49: during a store outage basegate goes on refusing from them, so the page shows
+ * them "as of" when they were read, not "count unknown").
+ */
+const lastKnown = new WeakMap<object, { asOfMs: number; teams: Map<string, TeamRow> }>()
+type TeamRow = Awaited<ReturnType<typeof teamMonths>>[number]
+
+/** The teams while the store does not answer: their last known figures, else unknown. */
 function unknownMonths(deps: StatusDeps) {
   const snap = deps.holder.current
   if (!snap.config.monthly.enabled) return []
-  return snap.teams.map((team) => ({ id: team.id, used: null, quota: null, share: null }))
+  const known = lastKnown.get(deps.holder)
+  return snap.teams.map((team) => {
+    const last = known?.teams.get(team.id)
+    return last === undefined
+      ? { id: team.id, used: null, quota: null, share: null }
+      : { ...last, as_of_ms: known!.asOfMs }
+  })
 }
 
 /**
@@ -217,6 +231,11 @@ export async function statusJson(deps: StatusDeps) {
   const [teams, upgrade] = shared
     ? await Promise.all([teamMonths(deps), answered(deps.clock, upgrades(deps, server, t), none)])
     : [unknownMonths(deps), { ...none, unavailable: true }]
+  if (shared && deps.storeKind !== 'memory')
+    lastKnown.set(deps.holder, {
+      asOfMs: t,
+      teams: new Map((teams as TeamRow[]).map((x) => [x.id, x])),
+    })
   const upstream = upstreamHealth(counts.upstream)
   const health = deps.storeState?.view() ?? HEALTHY
   // A store frozen a moment ago has not failed FALL calls yet, but this reader's check went

@@ -165,6 +165,14 @@ monthly:
     expect(ticks[0]).toMatch(/^−15 min \d\d:\d\d/)
     expect(ticks[3]).toMatch(/^now \d\d:\d\d/)
 
+    // Issue #49: the store does not answer, and the team is refused from its last figures:
+    // shown as of when they were read, not "count unknown".
+    expect(await page.getAttribute('.team[data-team="exact"]', 'data-used')).toBe('5')
+    expect(await page.getAttribute('.team[data-team="exact"]', 'data-as-of')).toMatch(/^\d+$/)
+    expect(await page.textContent('.team[data-team="exact"]')).toMatch(
+      /^exact: 5 of 5 \(100\.0 %\) — used up — as of \d\d:\d\d:\d\d( [AP]M)?, while the store does not answer/
+    )
+
     // Issue #49: the page fits a phone in this state too (a server failing, a store down).
     await page.setViewportSize({ width: 390, height: 900 })
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
