@@ -241,7 +241,7 @@ describe('Prometheus alert rules', () => {
     const exposed = new Set(new Metrics().names())
     for (const r of rules) for (const m of r.expr.matchAll(/\b(basegate_[a-z_]+)\b/g)) expect(exposed.has(m[1]!), `${r.alert}: ${m[1]}`).toBe(true)
     const exprs = rules.map((r) => r.expr).join('\n')
-    for (const needle of ['basegate_store_fallback_decisions_total', 'store_unavailable', 'up{job="basegate"}', 'upstream_error', 'basegate_refusals_total', '>= 0.8', 'max by (team) (basegate_monthly_used) >= max by (team) (basegate_monthly_quota)', 'upstream_5xx', 'basegate_config_last_reload_successful'])
+    for (const needle of ['min by (instance) (basegate_store_up) == 0', 'min by (instance) (basegate_upstream_up) == 0', 'store_unavailable', 'up{job="basegate"}', 'upstream_error', 'basegate_refusals_total', '>= 0.8', 'max by (team) (basegate_monthly_used) >= max by (team) (basegate_monthly_quota)', 'upstream_5xx', 'basegate_config_last_reload_successful'])
       expect(exprs, needle).toContain(needle)
     expect(YAML.parse(read('deploy/prometheus/prometheus.yml')).rule_files).toContain('alerts.yml')
   })
@@ -262,7 +262,7 @@ describe('Prometheus and Grafana', () => {
       for (const suffix of ['', '_bucket', '_count', '_sum']) exposed.add(name + suffix)
     const used = new Set<string>()
     for (const panel of dash.panels) {
-      for (const t of panel.targets)
+      for (const t of panel.targets ?? [])
         for (const m of (t.expr as string).matchAll(/\b(basegate_[a-z_]+)\b/g)) used.add(m[1]!)
     }
     expect(used.size).toBeGreaterThanOrEqual(8)
@@ -274,9 +274,23 @@ describe('Prometheus and Grafana', () => {
       'basegate_monthly_used',
       'basegate_store_duration_seconds_bucket',
       'basegate_upstream_duration_seconds_bucket',
+      // Issue #49: the states the page shows, the protection, connections, bodies, reloads.
+      'basegate_upstream_up',
+      'basegate_store_up',
+      'basegate_protect_in_flight',
+      'basegate_protect_shed_total',
+      'basegate_connections_refused_total',
+      'basegate_body_refusals_total',
+      'basegate_config_reloads_total',
     ]) {
       expect(used.has(family), family).toBe(true)
     }
+    // Issue #49: three replicas are three lines, and any of them can be picked.
+    expect(dash.templating.list.map((v: { name: string }) => v.name)).toContain('instance')
+    for (const panel of dash.panels)
+      for (const t of panel.targets ?? [])
+        for (const m of (t.expr as string).matchAll(/\b(?:basegate|process|nodejs)_[a-z_]+(\{[^}]*\})?/g))
+          expect(m[1] ?? '', `${panel.title}: ${t.expr}`).toContain('instance=~"$instance"')
   })
 })
 
