@@ -1,4 +1,4 @@
-import busboy from 'busboy'
+import { Busboy } from '@fastify/busboy'
 import type { HeldBody } from './body-buffer.js'
 import { headerParams, type EncodingRefusal } from './encoding.js'
 import { foldKey } from './json-count.js'
@@ -6,7 +6,7 @@ import { PartHeaderScanner } from './part-headers.js'
 
 // SPEC §4: the SQL endpoints also take form bodies: the service's own JS client
 // (dtable-web-api's querySql) posts `sql` as multipart/form-data. Fields are read from the held
-// bytes (busboy for multipart, streaming; URLSearchParams for urlencoded); file parts are
+// bytes (@fastify/busboy, busboy's maintained fork, for multipart, streaming; URLSearchParams for urlencoded); file parts are
 // skipped unread. Names are matched folded, as the JSON keys are.
 
 export type FormKind = 'multipart' | 'urlencoded'
@@ -37,10 +37,13 @@ export async function formFields(
     for (const [k, v] of new URLSearchParams(text)) keep(k, v)
     return out
   }
-  let bb: busboy.Busboy
+  let bb: InstanceType<typeof Busboy>
   try {
     // No field is cut short: max_body_bytes already bounds the whole body.
-    bb = busboy({ headers: { 'content-type': contentType }, limits: { fieldSize: body.length } })
+    bb = new Busboy({
+      headers: { 'content-type': contentType },
+      limits: { fieldSize: body.length },
+    })
   } catch (err) {
     return { error: `the body is not the form its content-type says (${(err as Error).message})` }
   }
@@ -50,11 +53,12 @@ export async function formFields(
   return new Promise((resolve) => {
     bb.on('field', (name, value) => keep(name, value))
     bb.on('file', (_name, stream) => stream.resume())
-    bb.on('close', () => {
+    bb.on('finish', () => {
       const r = parts.refusal
       resolve(r === null ? out : { error: r.message, status: r.status })
     })
-    bb.on('error', (err: Error) => {
+    bb.on('error', (e: unknown) => {
+      const err = e instanceof Error ? e : new Error(String(e))
       const r = parts.refusal
       if (r !== null) resolve({ error: r.message, status: r.status })
       else resolve({ error: `the body is not valid multipart form data (${err.message})` })
