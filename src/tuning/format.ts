@@ -76,6 +76,11 @@ export function formatTuneReport(r: TuneReport): string {
         rows,
         new Set([2, 3, 4])
       ).map((l) => `  ${l}`),
+      ...r.monthly.flatMap((t) =>
+        t.months
+          .filter((m) => m.ledger_unread !== null)
+          .map((m) => `  ${t.team} ${m.month}: ${m.ledger_unread}`)
+      ),
       ''
     )
   }

@@ -57,6 +57,11 @@ export interface TeamMonth {
   calls: number
   running_runs_out: string | null
   candidate_runs_out: string | null
+  /**
+   * Set when the month's days before the range could not be read from the ledger (issue #48):
+   * the run-out days then count from the range's first day only, and may be late.
+   */
+  ledger_unread: string | null
 }
 
 export interface TeamReport {
@@ -657,8 +662,12 @@ async function monthlyOf(
       const inMonth = days.filter((d) => d.id.startsWith(month))
       // Days of the month before the range: what the ledger counted (the running file's).
       let before = 0
+      let unread: string | null = null
       if (!inMonth[0]!.id.endsWith('-01') && input.ledgerDays !== undefined) {
-        const ledger = await input.ledgerDays(id, month).catch(() => new Map<string, number>())
+        const ledger = await input.ledgerDays(id, month).catch((err: unknown) => {
+          unread = `the ledger could not be read (${err instanceof Error ? err.message : String(err)}): the days of ${month} before ${inMonth[0]!.id} are not counted, so a run-out day may be late`
+          return new Map<string, number>()
+        })
         for (const [dd, n] of ledger) if (`${month}-${dd}` < inMonth[0]!.id) before += n
       }
       const runsOut = (perDay: Map<string, number>, quota: number | null) => {
@@ -675,6 +684,7 @@ async function monthlyOf(
         calls: before + inMonth.reduce((a, d) => a + (cc.get(d.id) ?? 0), 0),
         running_runs_out: runsOut(rc, rq),
         candidate_runs_out: runsOut(cc, cq),
+        ledger_unread: unread,
       })
     }
     out.push({ team: id, running_quota: rq, candidate_quota: cq, months })

@@ -4,6 +4,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { compileSnapshot } from '../../src/http/snapshot.js'
 import { ShapeRecorder } from '../../src/tuning/recorder.js'
 import { tuneReport, withHeadroom, type TuneReport } from '../../src/tuning/report.js'
+import { formatTuneReport } from '../../src/tuning/format.js'
 import { MemoryShapeStore } from '../../src/tuning/shape-store.js'
 import { FakeClock } from '../helpers/clock.js'
 import { gateOf, requestOf } from '../helpers/gate.js'
@@ -197,6 +198,23 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
       }),
     ])
     expect(report.monthly.find((t) => t.team === 'beta')).toBeUndefined()
+    expect(acme.months[0]!.ledger_unread).toBeNull()
+
+    // Issue #48: the month's days before the range come from the ledger; when it cannot be
+    // read, the report says so (its run-out days may be late) rather than counting them as 0.
+    const unread = await tuneReport({
+      running: snapshotOf(RUNNING),
+      candidate: snapshotOf(lowered),
+      store,
+      days: DAYS,
+      nowMs: START + DAYS * 86_400_000 - 1,
+      ledgerDays: () => Promise.reject(new Error('connection is closed')),
+    })
+    const m = unread.monthly.find((t) => t.team === 'acme')!.months[0]!
+    expect(m.ledger_unread).toMatch(
+      /^the ledger could not be read \(connection is closed\): the days of 2026-11 before 2026-11-20 are not counted/
+    )
+    expect(formatTuneReport(unread)).toContain(`acme 2026-11: ${m.ledger_unread}`)
   })
 
   it('suggests a limit from the keys’ busiest minutes, and says what it would refuse', async () => {
