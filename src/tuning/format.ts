@@ -57,8 +57,15 @@ export function formatTuneReport(r: TuneReport): string {
     }
     out.push('')
   }
+  out.push(...monthlyLines(r), ...suggestionLines(r))
+  return out.join('\n')
+}
+
+/** SPEC §11: the teams whose month the candidate changes, and the day each runs out. */
+function monthlyLines(r: TuneReport): string[] {
+  const lines: string[] = []
   if (r.monthly.length > 0) {
-    out.push('Monthly quotas:')
+    lines.push('Monthly quotas:')
     const rows = r.monthly.flatMap((t) =>
       t.months.map((m) => [
         t.team,
@@ -70,7 +77,7 @@ export function formatTuneReport(r: TuneReport): string {
         m.candidate_runs_out ?? '-',
       ])
     )
-    out.push(
+    lines.push(
       ...table(
         ['team', 'month', 'quota now', 'candidate', 'calls', 'runs out now', 'with candidate'],
         rows,
@@ -84,8 +91,14 @@ export function formatTuneReport(r: TuneReport): string {
       ''
     )
   }
+  return lines
+}
+
+/** SPEC §11: each limit beside the keys' busiest minutes, the fit and what to set. */
+function suggestionLines(r: TuneReport): string[] {
+  const lines: string[] = []
   if (r.suggestions.length > 0) {
-    out.push("Suggested limits (the keys' busiest minute over the range):")
+    lines.push("Suggested limits (the keys' busiest minute over the range):")
     const rows = r.suggestions.map((s) => [
       s.id,
       s.limit,
@@ -95,7 +108,7 @@ export function formatTuneReport(r: TuneReport): string {
       `${between(s.would_refuse)} on ${s.keys_refused} keys`,
       s.with_headroom,
     ])
-    out.push(
+    lines.push(
       ...table(
         [
           'window',
@@ -110,11 +123,11 @@ export function formatTuneReport(r: TuneReport): string {
         new Set([2])
       ).map((l) => `  ${l}`)
     )
-    out.push(
+    lines.push(
       '  suggested: the lowest N/min no key passed in 99 % of its busiest minutes (a tight fit);',
       '  with headroom: its 1.5 ×, never below the busiest minute seen (what to set)'
     )
-    for (const s of r.suggestions) if (s.note !== null) out.push(`  ${s.id}: ${s.note}`)
+    for (const s of r.suggestions) if (s.note !== null) lines.push(`  ${s.id}: ${s.note}`)
   }
-  return out.join('\n')
+  return lines
 }

@@ -271,7 +271,9 @@ describe('live reload (SPEC §2)', () => {
       writeFileSync(g.configFile, testYaml(up.url, 'rate_limits: { account: 5/mn }\nheaders: all'))
       const bad = await admin(g, 'POST', '/v1/reload', undefined, {})
       expect(bad.status).toBe(400)
-      expect(bad.json.problems).toEqual(['rate_limits.account: "5/mn" is not a rate'])
+      expect(bad.json.problems).toEqual([
+        'rate_limits.account: "5/mn" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
+      ])
       expect(bad.json.error_msg).toEqual(expect.any(String))
       expect((await send(g.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('5')
       writeFileSync(

@@ -150,7 +150,9 @@ describe('command line (SPEC §1)', () => {
       const refused = await gw.waitForLog(
         (l) => l.msg === 'configuration refused; the running one stays'
       )
-      expect(refused.problems).toEqual(['rate_limits.account: "500/mn" is not a rate'])
+      expect(refused.problems).toEqual([
+        'rate_limits.account: "500/mn" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
+      ])
       expect((await send(gw.port, { path: '/api2/repos/' })).headers['x-ratelimit-limit']).toBe('2')
       writeFileSync(
         gw.configFile,
@@ -185,8 +187,8 @@ describe('basegate check (SPEC §1)', () => {
     expect(lines).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^store\.url: \$\{BASEGATE_CHECK_UNSET\} is not set/),
-        'rate_limits.base: "5/mn" is not a rate',
-        'monthly.teams[0].plan: "gold" is not a plan',
+        'rate_limits.base: "5/mn" is not a rate (write N/s, N/sec, N/second, N/min, N/minute, N/hour, N/day, or unlimited)',
+        'monthly.teams[0].plan: "gold" is not a plan (the plans: free, plus, enterprise)',
         expect.stringMatching(/^admin\.port: 9999 is the proxy's port/),
       ])
     )
