@@ -39,37 +39,69 @@ export interface Flow {
 /** Frees what the call holds, each once: slot, upstream share, key's place, held body. */
 export function release(call: Arrived, flow: Flow, upstreamMs: number | null): void {
   const h = call.held
-  if (h.ticket !== null) {
-    h.ticket.release(upstreamMs)
-    h.ticket = null
-  }
-  if (h.share !== null) {
-    flow.shares.give(h.share)
-    h.share = null
-  }
-  if (h.key !== null) {
-    flow.guard.leaveKey(h.key)
-    h.key = null
-  }
-  if (h.body !== null) {
-    h.body()
-    h.body = null
-  }
+  const { ticket, share, key, body } = h
+  h.ticket = null
+  h.share = null
+  h.key = null
+  h.body = null
+  // Each part freed even when one before it throws (issue #48: a throw left the rest held).
+  let err: unknown = null
+  if (ticket !== null)
+    try {
+      ticket.release(upstreamMs)
+    } catch (e) {
+      err = e
+    }
+  if (share !== null)
+    try {
+      flow.shares.give(share)
+    } catch (e) {
+      err ??= e
+    }
+  if (key !== null)
+    try {
+      flow.guard.leaveKey(key)
+    } catch (e) {
+      err ??= e
+    }
+  if (body !== null)
+    try {
+      body()
+    } catch (e) {
+      err ??= e
+    }
+  if (err !== null) throw err
 }
 
-/** Every exit of every call: what it holds is freed, and its one line is written. */
+/**
+ * Every exit of every call: what it holds is freed, and its one line is written. Under its own
+ * guard (issue #48): a throw while freeing, counting or writing the line is logged, never
+ * leaves the rest undone, and never reaches the process.
+ */
 export function end(call: Arrived, flow: Flow, outcome: Outcome): void {
   if (call.ended) return
   call.ended = true
-  release(call, flow, upstreamMsOf(outcome))
-  flow.account(
-    call.gate?.admission ?? null,
-    call.givenBack,
-    flow.clock.now(),
-    call.method,
-    call.gate?.path
-  )
-  flow.finish(call.gate, call, outcome, call.dryRun, call.bodyChanges)
+  try {
+    release(call, flow, upstreamMsOf(outcome))
+  } catch (err) {
+    flow.logger.error({ err }, 'freeing what a call held failed')
+  }
+  try {
+    flow.account(
+      call.gate?.admission ?? null,
+      call.givenBack,
+      flow.clock.now(),
+      call.method,
+      call.gate?.path
+    )
+  } catch (err) {
+    flow.logger.error({ err }, 'counting a call failed')
+  }
+  try {
+    flow.finish(call.gate, call, outcome, call.dryRun, call.bodyChanges)
+  } catch (err) {
+    flow.logger.error({ err }, "writing a call's line failed")
+  }
 }
 
 /**

@@ -178,12 +178,11 @@ describe('readingsOf: a text is read once per way its own characters allow', () 
 describe('strictRowLimit: a statement too long to read in every dialect', () => {
   const pad = (sql: string) => `${sql} AND a IN (${"'x\\\\', 1--1, ".repeat(40_000)}1)`
 
-  it('still finds every row count, and costs one pass', () => {
+  // What it costs is the bench's (BENCH_ONLY=size: a 500 KB statement), not a clock here.
+  it('still finds every row count', () => {
     const sql = pad("SELECT * FROM T WHERE Name = 'a\\' LIMIT 50000 -- '") + ' LIMIT 5'
     expect(sql.length).toBeGreaterThan(500_000)
-    const t0 = performance.now()
     expect(sqlRowLimit(sql, [])).toEqual({ kind: 'count', count: 50000 })
-    expect(performance.now() - t0).toBeLessThan(2000) // generous: a multi-reading pass took 20 s
   })
 
   it('counts LIMIT m, n, TOP, FETCH, and LIMIT ? as the largest integer parameter', () => {
