@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto'
-import { open, unlink, type FileHandle } from 'node:fs/promises'
-import { join } from 'node:path'
+import type { FileHandle } from 'node:fs/promises'
 import type { BufferBudget, HeldLimits } from '../size/body-buffer.js'
+import { openUnlinkedTemp } from '../size/temp-file.js'
 
 // SPEC §4 "Answers": a client that reads slowly holds bytes, not a server connection. What the
 // server sends while the client is not taking it waits here: in memory up to
@@ -123,20 +122,7 @@ export class AnswerSpool {
   }
 
   private ensureFile(): Promise<FileHandle> {
-    this.file ??= (async () => {
-      const path = join(
-        this.dir,
-        `basegate-answer-${process.pid}-${randomBytes(8).toString('hex')}`
-      )
-      const fh = await open(path, 'wx+', 0o600)
-      try {
-        await unlink(path)
-      } catch (err) {
-        await fh.close().catch(() => {})
-        throw err
-      }
-      return fh
-    })()
+    this.file ??= openUnlinkedTemp(this.dir, 'answer')
     return this.file
   }
 

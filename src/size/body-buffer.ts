@@ -1,9 +1,8 @@
-import { open, unlink, type FileHandle } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
 import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
 import { BodyPace, type SetTimer } from './body-pace.js'
+import { openUnlinkedTemp } from './temp-file.js'
 
 // SPEC §4: a size-checked body is read whole before anything of the call is sent, as nginx
 // buffers a request body. Its raw bytes wait in memory while the process's budget
@@ -179,18 +178,7 @@ class Holder implements HeldBody {
 
   private opening: Promise<FileHandle> | null = null
   private ensureFile(): Promise<FileHandle> {
-    this.opening ??= (async () => {
-      const path = join(this.dir, `basegate-body-${process.pid}-${randomBytes(8).toString('hex')}`)
-      const fh = await open(path, 'wx+', 0o600)
-      this.file = fh
-      try {
-        await unlink(path)
-      } catch (err) {
-        await fh.close().catch(() => {})
-        throw err
-      }
-      return fh
-    })()
+    this.opening ??= openUnlinkedTemp(this.dir, 'body').then((fh) => (this.file = fh))
     return this.opening
   }
 

@@ -106,6 +106,18 @@ beforeAll(async () => {
   await shapes.flush()
 }, 120_000)
 
+/** The report on the recorded days, the running file against `candidate` (YAML). */
+function judged(candidate: string, extra: Partial<Parameters<typeof tuneReport>[0]> = {}) {
+  return tuneReport({
+    running: snapshotOf(RUNNING),
+    candidate: snapshotOf(candidate),
+    store,
+    days: DAYS,
+    nowMs: START + DAYS * 86_400_000 - 1,
+    ...extra,
+  })
+}
+
 describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
   it('the traffic is what the test says: five keys, two days, tens of thousands of calls', () => {
     expect(calls.length).toBeGreaterThan(20_000)
@@ -115,14 +127,7 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
   it.each(CANDIDATES)(
     '$name: every key’s interval holds the true refusals, at most 20 % of its calls wide',
     async (c) => {
-      const report = await tuneReport({
-        running: snapshotOf(RUNNING),
-        candidate: snapshotOf(c.yaml),
-        store,
-        days: DAYS,
-        nowMs: START + DAYS * 86_400_000 - 1,
-        detail: true,
-      })
+      const report = await judged(c.yaml, { detail: true })
       const section = report.sections.find((s) => s.id === c.section)!
       expect(section).toBeDefined()
       const exact = await truth(calls, c.alone)
@@ -148,14 +153,7 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
   )
 
   it('a window shorter than 40 s: the interval still holds the truth (wider: 5-second bins)', async () => {
-    const report = await tuneReport({
-      running: snapshotOf(RUNNING),
-      candidate: snapshotOf(`rate_limits: { base: 1/s }\n${TEAMS}`),
-      store,
-      days: DAYS,
-      nowMs: START + DAYS * 86_400_000 - 1,
-      detail: true,
-    })
+    const report = await judged(`rate_limits: { base: 1/s }\n${TEAMS}`, { detail: true })
     const exact = await truth(calls, 'rate_limits: { base: 1/s }')
     const keys = report.sections.find((s) => s.id === 'class:base')!.key_detail!
     for (const k of keys) {
@@ -170,13 +168,7 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
       'plan: big, bases: ["' + BASES.steady,
       'plan: small, bases: ["' + BASES.steady
     )
-    const report: TuneReport = await tuneReport({
-      running: snapshotOf(RUNNING),
-      candidate: snapshotOf(lowered),
-      store,
-      days: DAYS,
-      nowMs: START + DAYS * 86_400_000 - 1,
-    })
+    const report: TuneReport = await judged(lowered)
     const acme = report.monthly.find((t) => t.team === 'acme')!
     expect(acme).toMatchObject({ running_quota: 100_000_000, candidate_quota: 20_000 })
     const g = gateOf(lowered, new FakeClock(START))
@@ -202,12 +194,7 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
 
     // Issue #48: the month's days before the range come from the ledger; when it cannot be
     // read, the report says so (its run-out days may be late) rather than counting them as 0.
-    const unread = await tuneReport({
-      running: snapshotOf(RUNNING),
-      candidate: snapshotOf(lowered),
-      store,
-      days: DAYS,
-      nowMs: START + DAYS * 86_400_000 - 1,
+    const unread = await judged(lowered, {
       ledgerDays: () => Promise.reject(new Error('connection is closed')),
     })
     const m = unread.monthly.find((t) => t.team === 'acme')!.months[0]!
@@ -218,13 +205,7 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
   })
 
   it('suggests a limit from the keys’ busiest minutes, and says what it would refuse', async () => {
-    const report = await tuneReport({
-      running: snapshotOf(RUNNING),
-      candidate: snapshotOf(RUNNING),
-      store,
-      days: DAYS,
-      nowMs: START + DAYS * 86_400_000 - 1,
-    })
+    const report = await judged(RUNNING)
     expect(report.sections).toEqual([])
     const s = report.suggestions.find((x) => x.id === 'class:base')!
     expect(s.limit).toBe('15/min')
