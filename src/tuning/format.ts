@@ -32,7 +32,8 @@ export function formatTuneReport(r: TuneReport): string {
   for (const s of r.sections) {
     out.push(
       `${s.id}: ${s.running} → ${s.candidate}`,
-      `  ${n(s.keys)} keys, ${n(s.calls)} calls; refused by the running limits: ${between(s.running_refused)} (recorded: ${n(s.refused_recorded)})`,
+      `  ${n(s.keys)} keys, ${n(s.calls)} calls; the running limits, replayed on these calls, refuse ${between(s.running_refused)}`,
+      `  refused at the time, as recorded: ${n(s.refused_recorded)} (by every limit then in force, the month's quota and other windows included; issue #49)`,
       `  the candidate would have refused ${between(s.candidate_refused)}`
     )
     const moves = [

@@ -41,7 +41,10 @@ export interface SectionReport {
   candidate: string
   keys: number
   calls: number
-  /** Calls the running limits refused, as recorded (any window of the call). */
+  /**
+   * Refused at the time, as recorded: by every limit then in force (the month's quota and
+   * other windows included), so it may differ from the running limits replayed on the calls.
+   */
   refused_recorded: number
   running_refused: Interval
   candidate_refused: Interval

@@ -130,6 +130,10 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
       const report = await judged(c.yaml, { detail: true })
       const section = report.sections.find((s) => s.id === c.section)!
       expect(section).toBeDefined()
+      // Issue #49: the replayed running limits and the refusals recorded at the time, each said.
+      expect(formatTuneReport(report)).toContain(
+        `refused at the time, as recorded: ${section.refused_recorded.toLocaleString('en-US')} (by every limit then in force`
+      )
       const exact = await truth(calls, c.alone)
       const keys = section.key_detail!
       expect(keys.length).toBeGreaterThanOrEqual(c.section === 'rule:sql' ? 1 : 5)
