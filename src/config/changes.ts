@@ -62,9 +62,9 @@ export class RedisChangeStore implements ChangeStore {
     private readonly subscriber: Redis | Cluster,
     private readonly prefix: string
   ) {
-    this.listKey = `${prefix}teams:changed`
-    this.limitsKey = `${prefix}overrides`
-    this.channel = `${prefix}teams`
+    this.listKey = prefix + keys.teamsChanged
+    this.limitsKey = prefix + keys.overrides
+    this.channel = prefix + keys.teamsChannel
     void this.subscriber.subscribe(this.channel).catch(() => {})
     this.subscriber.on('message', (ch: string) => {
       if (ch === this.channel) this.listener?.()

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { Cluster, Redis } from 'ioredis'
 import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { StoreError } from '../limiter/store-error.js'
+import { keys } from '../limiter/keys.js'
 import type { BatchId } from '../types.js'
 
 // SPEC §8 upgrade report: per history entry, calls over the last 35 days, when last seen, and
@@ -106,8 +107,8 @@ export class RedisReportStore implements ReportStore {
     client.defineCommand('basegateReportAdd', { lua: REPORT_ADD })
   }
 
-  private k(id: string, what: string): string {
-    return `${this.prefix}{h:${id}}:${what}`
+  private k(id: string, what: `count:${number}` | `keys:${number}` | 'last'): string {
+    return this.prefix + keys.report(id, what)
   }
 
   /** One script call per entry (its keys share a slot), each applied once per batch id. */

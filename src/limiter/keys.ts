@@ -66,6 +66,18 @@ export const keys = {
   shape: (subject: string, day: string, family: string) => `{sh:${subject}}:${day}:${family}`,
   /** SPEC §11: the key-days of one day with calls, a set in 16 shards (`<key>\t<family>`). */
   shapeIndex: (day: string, shard: string) => `{sh:index:${shard}}:${day}`,
+  /**
+   * SPEC §8 upgrade report: one change-history entry's calls of a UTC day (`count:<day>`, a
+   * hash), its busiest keys that day (`keys:<day>`, a sorted set) and when last seen (`last`).
+   * All of an entry's keys share its Cluster slot.
+   */
+  report: (entry: string, what: `count:${number}` | `keys:${number}` | 'last') =>
+    `{h:${entry}}:${what}`,
+  /** Team changes made through the admin API: the list of teams changed, and its channel. */
+  teamsChanged: 'teams:changed',
+  teamsChannel: 'teams',
+  /** SPEC §10 overrides set through the admin API. */
+  overrides: 'overrides',
   /** SPEC §5 notices: (team, month, threshold) was said, once for every instance. */
   notice: (team: string, monthId: string, threshold: number) =>
     `{t:${team}}:notice:${monthId}:${threshold}`,
