@@ -462,8 +462,11 @@ function judgeKey(
     if (delta > 0) keepTop(acc.more, move, (m) => mid(m.candidate) - mid(m.running))
     else if (delta < 0) keepTop(acc.fewer, move, (m) => mid(m.running) - mid(m.candidate))
     if (input.detail === true) acc.all.push(move)
-    if (r !== undefined) {
-      const m = busiestMinutes(timelineOfFamilies(r.families), dayStarts)
+    // The keys' busiest minutes under the limit in force, or (issue #49) under a rule the
+    // candidate adds, so a new rule gets a suggestion too.
+    const basis = r ?? c
+    if (basis !== undefined) {
+      const m = busiestMinutes(timelineOfFamilies(basis.families), dayStarts)
       for (const x of m) acc.minutes.push(x)
       acc.keyBusiest.set(key, m.length === 0 ? 0 : Math.max(...m))
     }
@@ -551,8 +554,7 @@ export async function tuneReport(input: TuneInput): Promise<TuneReport> {
   const suggestions: Suggestion[] = []
   for (const s of [...sections.values()].sort((a, b) => a.id.localeCompare(b.id))) {
     if (s.changed) out.push(sectionReport(s, input.detail === true))
-    if (s.running !== undefined && s.minutes.length > 0)
-      suggestions.push(await suggest(s, input, days, index))
+    if (s.minutes.length > 0) suggestions.push(await suggest(s, input, days, index))
   }
   return {
     from: days[0]!.id,
@@ -592,7 +594,10 @@ async function suggest(
   days: readonly Day[],
   index: RangeIndex
 ): Promise<Suggestion> {
-  const { running, nowMs } = input
+  const { nowMs } = input
+  // A rule only the candidate has is judged on the families it would count.
+  const inForce = s.running !== undefined
+  const snap = inForce ? input.running : input.candidate
   const sorted = [...s.minutes].sort((a, b) => a - b)
   const keyMax = [...s.keyBusiest.values()].sort((a, b) => a - b)
   const n = Math.max(1, quantile(sorted, 0.99))
@@ -604,7 +609,7 @@ async function suggest(
   // Each key's families are read whole, and those the section counts picked here (a set per
   // key held for the whole pass would cost more than the bytes read twice).
   await eachKeyShapes(input.store, index, days, reread, (key, shapes) => {
-    const counted = sectionsOf(running, key, shapes.keys(), nowMs).get(s.id)?.families
+    const counted = sectionsOf(snap, key, shapes.keys(), nowMs).get(s.id)?.families
     if (counted === undefined) return
     const b = refusals(timelineFor(shapes, counted), [window])
     add(refused, b)
@@ -612,8 +617,10 @@ async function suggest(
   })
   return {
     id: s.id,
-    limit: ratesText(s.running),
-    per_minute: perMinute(s.running ?? []),
+    limit: inForce
+      ? ratesText(s.running)
+      : `none (new in the candidate: ${ratesText(s.candidate)})`,
+    per_minute: inForce ? perMinute(s.running ?? []) : null,
     keys: s.keyBusiest.size,
     busiest_minute: {
       p50: quantile(keyMax, 0.5),

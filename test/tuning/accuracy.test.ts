@@ -231,6 +231,19 @@ describe('tuning evidence: the estimate holds the truth (SPEC §11)', () => {
     expect(s.note).toMatch(/too few for a percentile/)
   })
 
+  it('a rule only the candidate has gets a suggestion too, judged on the calls it would count', async () => {
+    const report = await judged(`rate_limits: { base: 15/min, rules: [ ${SQL_RULE} ] }\n${TEAMS}`)
+    const s = report.suggestions.find((x) => x.id === 'rule:sql')!
+    expect(s).toBeDefined()
+    expect(s.limit).toBe('none (new in the candidate: 3/min)')
+    expect(s.per_minute).toBeNull()
+    expect(s.keys).toBeGreaterThanOrEqual(1)
+    expect(Number(s.suggested.split('/')[0])).toBeGreaterThan(0)
+    expect(s.busiest_minute.max).toBeGreaterThan(0)
+    // The running file's own suggestions are unchanged by it.
+    expect(report.suggestions.find((x) => x.id === 'class:base')!.limit).toBe('15/min')
+  })
+
   it('with headroom: the p99 × 1.5, never below the busiest, up to two significant digits', () => {
     expect(withHeadroom(387, 500)).toBe(590) // 580.5 → 581 → 590
     expect(withHeadroom(100, 120)).toBe(150)
