@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { scriptBeside } from '../limiter/script.js'
 import type { Cluster, Redis } from 'ioredis'
 import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { StoreError } from '../limiter/store-error.js'
@@ -96,7 +96,7 @@ export class MemoryReportStore implements ReportStore {
  * In Redis (or Cluster): every key of one entry carries the hash tag `{h:<entry>}`, so one
  * entry's flush and read run on one node. A flush is one pipeline per entry.
  */
-const REPORT_ADD = readFileSync(new URL('../limiter/lua/report-add.lua', import.meta.url), 'utf8')
+const REPORT_ADD = scriptBeside(import.meta.url, 'report-add')
 type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
 
 export class RedisReportStore implements ReportStore {

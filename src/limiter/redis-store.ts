@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { scriptBeside } from './script.js'
 import calculateSlot from 'cluster-key-slot'
 import type { Cluster, Redis } from 'ioredis'
 import {
@@ -26,7 +26,7 @@ import { TurnBatch } from './turn-batch.js'
 /** SPEC §5: days are kept 400 days (a ledger: past its month's end). */
 export const LEDGER_KEEP_DAYS = 400
 
-const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
+const lua = (name: string) => scriptBeside(new URL('./lua/', import.meta.url).href, name)
 const PRELUDE = lua('prelude')
 /** One script per purpose, each on the shared prelude (fastify-rate-limit's `{ increment, read }`). */
 export const CHECK = PRELUDE + lua('check')

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { scriptBeside } from '../limiter/script.js'
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
@@ -200,7 +200,7 @@ interface ShapeWrite {
   expireAtMs: number
 }
 
-const SHAPE_ADD = readFileSync(new URL('../limiter/lua/shape-add.lua', import.meta.url), 'utf8')
+const SHAPE_ADD = scriptBeside(import.meta.url, 'shape-add')
 type AddCommand = (...args: (string | number)[]) => Promise<number>
 /** Key-days written per pipeline. */
 const CHUNK = 500

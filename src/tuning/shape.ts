@@ -4,7 +4,7 @@
 // a dense list of counts and a sparse list of (gap, count), in LEB128 varints. So a key-day
 // takes at most 25 × HOUR_CAP bytes, and a key with a few calls a few bytes.
 //
-// The same rules run in the store's script (limiter/lua/shape-add.lua): adding counts never
+// The same rules run in the store's script (tuning/shape-add.lua): adding counts never
 // makes an encoding shorter, and a coarser one is never longer, so the resolution an hour ends
 // at is the finest its final counts fit, whatever order instances wrote them in: the same
 // calls through two instances give the same hours. Pure.

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { scriptBeside } from '../limiter/script.js'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
 import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
@@ -119,7 +119,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 }
 
-const USAGE_ADD = readFileSync(new URL('../limiter/lua/usage-add.lua', import.meta.url), 'utf8')
+const USAGE_ADD = scriptBeside(import.meta.url, 'usage-add')
 
 type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
 type AddPipeline = Record<string, (keys: number, ...args: (string | number)[]) => unknown> & {

@@ -129,6 +129,36 @@ describe('src/ floors (issue #32)', () => {
     expect(circles(graph).map((c) => c.map((f) => relative(SRC, f)).join(' ↔ '))).toEqual([])
   })
 
+  // Issue #48: a room's files are its own. A store script lives beside the module that runs
+  // it and is read through limiter/script.ts's scriptBeside (an import this test sees); no
+  // module reaches into another room's folder for a file.
+  it('each store script beside the module that loads it, through scriptBeside', () => {
+    const lua = (dir: string): string[] =>
+      readdirSync(dir).flatMap((f) => {
+        const p = join(dir, f)
+        return statSync(p).isDirectory() ? lua(p) : p.endsWith('.lua') ? [p] : []
+      })
+    const sources = files(SRC).map((f) => ({ f, text: readFileSync(f, 'utf8') }))
+    for (const { f, text } of sources) {
+      expect(text.includes('limiter/lua/') && roomOf(f) !== 'limiter', relative(SRC, f)).toBe(false)
+      const loader = relative(SRC, f) === join('limiter', 'script.ts')
+      expect(!loader && /readFileSync\([^)]*\.lua/.test(text), relative(SRC, f)).toBe(false)
+    }
+    const scripts = lua(SRC)
+    expect(scripts.length).toBeGreaterThanOrEqual(9)
+    for (const script of scripts) {
+      const name = script.slice(script.lastIndexOf(sep) + 1, -'.lua'.length)
+      const here = dirname(script)
+      const loader = sources.find(
+        ({ f, text }) =>
+          (dirname(f) === here || dirname(f) === dirname(here)) &&
+          text.includes('scriptBeside(') &&
+          (text.includes(`'${name}'`) || text.includes(`lua('${name}')`))
+      )
+      expect(loader, relative(SRC, script)).toBeDefined()
+    }
+  })
+
   it('finds a circle when there is one (the check itself)', () => {
     const g = new Map([
       ['a', new Set(['b'])],
