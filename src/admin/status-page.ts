@@ -213,7 +213,7 @@ function drawDays(into, t, width) {
     const today = days[days.length - 1];
     const credited = days.reduce((a, d) => a + (d.credited || 0), 0);
     const line = document.createElement('div'); line.className = 'days-text';
-    line.appendChild(text('today ' + today.calls + (busiest && busiest.d.calls > 0 ? ' · busiest ' + busiest.d.calls + ' on ' + shortDate(busiest.d.date) : '') + (credited ? ' · credited ' + credited : '')));
+    line.appendChild(text('today ' + today.calls + (busiest && busiest.d.calls > 0 ? ' · busiest ' + busiest.d.calls + ' on ' + shortDate(busiest.d.date) : '') + (credited ? ' · credited ' + credited + ' (its days in green)' : '')));
     into.appendChild(line);
   }
 }
