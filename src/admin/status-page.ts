@@ -118,7 +118,9 @@ function drawChart(traffic) {
   // Four times on a wide chart; on a narrow one the start and now only (they would overlap).
   const marks = W < 520 ? [15, 0] : [15, 10, 5, 0];
   for (const back of marks) {
-    const at = x(points - 1 - back * 60 / step);
+    // Never left of the axis: at 90 points, −15 min is one step before the first, and its mark
+    // sat under the y axis's 0, which then read ".0" (issue #49).
+    const at = Math.max(left, x(points - 1 - back * 60 / step));
     svg.appendChild(svgEl('line', { x1: at, y1: bottom, x2: at, y2: bottom + 5, stroke: '#9ca3af' }));
     const anchor = back === 15 ? 'start' : back === 0 ? 'end' : 'middle';
     const label = back === 0 ? 'now ' + hhmm(endMs) : '−' + back + ' min ' + hhmm(endMs - back * 60000);

@@ -163,6 +163,16 @@ monthly:
     const ticks = await page.$$eval('#chart text.tick', (ts) => ts.map((t) => t.textContent ?? ''))
     expect(ticks).toHaveLength(4)
     expect(ticks[0]).toMatch(/^−15 min \d\d:\d\d/)
+    // Issue #49: no time mark left of the y axis (the first sat under the 0, which read ".0").
+    const marks = await page.$$eval('#chart line', (ls) =>
+      ls.map((l) => ({
+        x: Number(l.getAttribute('x1')),
+        mark: Number(l.getAttribute('y2')) - Number(l.getAttribute('y1')) === 5,
+      }))
+    )
+    const axisLeft = Math.min(...marks.filter((m) => !m.mark).map((m) => m.x))
+    expect(marks.filter((m) => m.mark)).toHaveLength(4)
+    for (const m of marks.filter((m) => m.mark)) expect(m.x).toBeGreaterThanOrEqual(axisLeft)
     expect(ticks[3]).toMatch(/^now \d\d:\d\d/)
 
     // Issue #49: the store does not answer, and the team is refused from its last figures:
