@@ -1,3 +1,4 @@
+import { columnOf } from '../http/outcomes.js'
 import { createHash } from 'node:crypto'
 
 // SPEC §7: the status page. One document, no asset from outside, and nothing it runs or styles
@@ -37,14 +38,7 @@ export const STATUS_CSS = `  body { font: 14px/1.4 system-ui, sans-serif; margin
 
 export const STATUS_JS = `// One colour per outcome, each its own hue (issue #41): what went on in greys and blue, the
 // server's own failures in reds, each kind of refusal apart. Classes keep their own dash.
-const OUTCOME_COLOR = {
-  forwarded: '#64748b', dry_run: '#2563eb', client_aborted: '#cbd5e1', send_timeout: '#94a3b8',
-  upstream_5xx: '#dc2626', upstream_error: '#7f1d1d',
-  rate_limited: '#f59e0b', monthly_limited: '#9333ea', size_refused: '#0d9488', key_in_flight: '#db2777',
-  gone: '#78350f', bad_path: '#a8a29e', bad_request: '#a8a29e',
-  shed: '#ea580c', upstream_share: '#c2410c', store_unavailable: '#450a0a',
-  body_unavailable: '#0891b2', body_timeout: '#06b6d4', internal_error: '#111827',
-};
+const OUTCOME_COLOR = ${JSON.stringify({ ...columnOf('color'), dry_run: '#2563eb' })};
 const CLASS_DASH = { base: '', account: '7 3', auth_token: '2 3', other: '10 3 2 3' };
 const colorOf = (name) => OUTCOME_COLOR[name.slice(name.indexOf('/') + 1)] || '#94a3b8';
 const dashOf = (name) => CLASS_DASH[name.slice(0, name.indexOf('/'))] ?? '1 3';

@@ -9,7 +9,7 @@ import { storeUp, type StoreStateView } from './probes.js'
 import type { TuningSummary } from './tuning.js'
 import { HEALTHY } from '../observe/health.js'
 import { hyphenated } from '../request/base-uuid.js'
-import { REFUSAL_OF } from '../observe/metrics.js'
+import { columnOf } from '../http/outcomes.js'
 import type { ProtectState } from '../protect/protector.js'
 import type { LimiterStore, StoreKind } from '../types.js'
 import type { HistoryDeps } from './history.js'
@@ -45,12 +45,8 @@ export interface StatusDeps {
   tuning?: () => TuningSummary | null
 }
 
-/** Outcomes that are refusals of ours, by the metrics' reasons, and two the metrics count apart. */
-const REFUSALS: Record<string, string | undefined> = {
-  ...REFUSAL_OF,
-  gone: 'removed endpoint',
-  store_unavailable: 'store unavailable',
-}
+/** Outcomes the page lists as refusals, in its words (http/outcomes.ts). */
+const REFUSALS: Record<string, string | undefined> = columnOf('shown')
 
 /** The releases after `version` in the change history, oldest first. */
 function laterReleases(version: string | null): string[] {

@@ -52,39 +52,6 @@ export type Outcome =
 
 export type OutcomeKind = Outcome['kind']
 
-/** The status the client got (0 when it went away first). */
-export function statusOf(o: Outcome): number {
-  switch (o.kind) {
-    case 'forwarded':
-    case 'upstream_5xx':
-    case 'upstream_error':
-    case 'size_refused':
-    case 'send_timeout':
-      return o.status
-    case 'client_aborted':
-      return 0
-    case 'rate_limited':
-    case 'monthly_limited':
-    case 'key_in_flight':
-      return 429
-    case 'bad_request':
-      return o.status ?? 400
-    case 'bad_path':
-      return 400
-    case 'store_unavailable':
-    case 'body_unavailable':
-    case 'shed':
-    case 'upstream_share':
-      return 503
-    case 'internal_error':
-      return 500
-    case 'gone':
-      return 410
-    case 'body_timeout':
-      return 408
-  }
-}
-
 /** What would have been refused but was forwarded (SPEC §2 dry-run, globally or per rule). */
 export interface DryRun {
   /** The enforced limits are over, and `mode: dry-run` forwards the call uncharged. */

@@ -1,4 +1,5 @@
 import type { OutcomeKind } from '../http/call.js'
+import { columnOf, type RefusalReason } from '../http/outcomes.js'
 import type { ProtectState } from '../protect/protector.js'
 import {
   AggregatorRegistry,
@@ -12,20 +13,10 @@ import {
   type MetricValue,
 } from 'prom-client'
 
-export type RefusalReason =
-  'rate' | 'monthly' | 'size' | 'dry_run' | 'shed' | 'key_in_flight' | 'upstream_share' | 'body'
+export type { RefusalReason } from '../http/outcomes.js'
 
-/** The refusal an outcome stands for, if any. */
-export const REFUSAL_OF: Partial<Record<OutcomeKind, RefusalReason>> = {
-  rate_limited: 'rate',
-  monthly_limited: 'monthly',
-  size_refused: 'size',
-  shed: 'shed',
-  key_in_flight: 'key_in_flight',
-  upstream_share: 'upstream_share',
-  body_unavailable: 'body',
-  body_timeout: 'body',
-}
+/** The refusal an outcome stands for, if any (http/outcomes.ts). */
+export const REFUSAL_OF = columnOf('refusal')
 
 /** One labelled metric in a registry (a Counter or a Gauge), declared in one line. */
 function metric<L extends string, M>(

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { Clock } from '../clock.js'
 import type { DryRun, Outcome, GateResult, Admission } from '../http/call.js'
-import { statusOf } from '../http/call.js'
+import { columnOf, statusOf } from '../http/outcomes.js'
 import type { Logger } from './log.js'
 import { maskPathTokens } from '../request/path-tokens.js'
 import { shownKey } from '../request/base-uuid.js'
@@ -102,25 +102,8 @@ export function begin(req: IncomingMessage, clock: Clock): Begun {
   }
 }
 
-const MESSAGE: Partial<Record<Outcome['kind'], string>> = {
-  rate_limited: 'refused: over limit',
-  monthly_limited: 'refused: monthly quota used up',
-  size_refused: 'refused: size limit',
-  bad_path: 'refused: bad path',
-  bad_request: 'refused: bad request',
-  store_unavailable: 'refused: store unavailable',
-  body_unavailable: 'refused: body could not be held',
-  body_timeout: 'refused: body not received in time',
-  upstream_error: 'upstream error',
-  upstream_5xx: 'the upstream answered 5xx',
-  client_aborted: 'client went away',
-  send_timeout: 'cut: the client took no byte of its answer for upstream.timeout_ms',
-  gone: 'refused: removed endpoint',
-  shed: 'refused: the server is busy (shed)',
-  key_in_flight: 'refused: too many calls of this key in progress',
-  upstream_share: "refused: this client's upstream connections are all in use",
-  internal_error: 'request failed',
-}
+/** The line's message of each outcome that is not quiet (http/outcomes.ts). */
+const MESSAGE = columnOf('message')
 
 const round2 = (ms: number) => Math.round(ms * 100) / 100
 export const NO_CHANGES: readonly string[] = []
