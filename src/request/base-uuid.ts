@@ -37,8 +37,14 @@ export function hyphenated(uuid: string): string {
  * UUID, so a grep for the UUID a client sent finds it; other keys as they are.
  */
 export function shownKey(key: string): string {
-  return key.length === 37 && key.startsWith('base:') ? `base:${hyphenated(key.slice(5))}` : key
+  if (key === lastKey) return lastShown
+  if (key.length !== 37 || !key.startsWith('base:')) return key
+  lastKey = key
+  return (lastShown = `base:${hyphenated(key.slice(5))}`)
 }
+// The last base shown: a flood on one key builds its spelling once, not once a line.
+let lastKey = ''
+let lastShown = ''
 
 /** The canonical form: lower case, no hyphens; null when `text` is not a UUID. */
 export function parseUuid(text: string): string | null {
