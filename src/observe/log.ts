@@ -60,16 +60,38 @@ function stdoutIsPipe(): boolean {
   }
 }
 
-/** stdout as a non-blocking libuv stream (a pipe or a socket). */
-class PipeSink implements LineSink {
-  private readonly stream = new Socket({ fd: 1, readable: false, writable: true })
+/**
+ * The most a reader that falls behind may leave queued in process (bytes of lines): past it,
+ * lines are dropped and counted, and the count is written once the reader catches up. A stuck
+ * log shipper must not grow the gateway's memory without bound under a flood (SPEC §4).
+ */
+export const MAX_QUEUED_LOG = 16 * 1024 * 1024
 
-  constructor() {
+/** stdout as a non-blocking libuv stream (a pipe or a socket). */
+export class PipeSink implements LineSink {
+  private dropped = 0
+
+  constructor(
+    private readonly stream: Socket = new Socket({ fd: 1, readable: false, writable: true }),
+    private readonly maxQueued = MAX_QUEUED_LOG
+  ) {
     // A reader that went away (EPIPE) loses the lines, as it would with any destination.
     this.stream.on('error', () => {})
+    this.stream.on('drain', () => {
+      if (this.dropped === 0) return
+      const n = this.dropped
+      this.dropped = 0
+      this.stream.write(
+        `${JSON.stringify({ level: 'warn', time: Date.now(), service: 'basegate', dropped_lines: n, msg: `log lines dropped: the log's reader fell ${this.maxQueued} bytes behind` })}\n`
+      )
+    })
   }
 
   write(chunk: string): boolean {
+    if (this.stream.writableLength > this.maxQueued) {
+      for (let i = chunk.indexOf('\n'); i !== -1; i = chunk.indexOf('\n', i + 1)) this.dropped++
+      return false
+    }
     return this.stream.write(chunk)
   }
 
