@@ -7,9 +7,9 @@ import { PipeSink } from '../../src/observe/log.js'
 
 describe('PipeSink: a slow reader holds a bounded queue', () => {
   it('queues at most the bound, drops and counts the rest, and says how many once drained', async () => {
-    let reader: Socket | null = null
+    const held: { reader: Socket | null } = { reader: null }
     const server = createServer((s) => {
-      reader = s
+      held.reader = s
       s.pause() // reads nothing until told
     })
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
@@ -17,7 +17,8 @@ describe('PipeSink: a slow reader holds a bounded queue', () => {
     await new Promise<void>((r) =>
       out.connect((server.address() as AddressInfo).port, '127.0.0.1', r)
     )
-    while (reader === null) await new Promise((r) => setTimeout(r, 5))
+    while (held.reader === null) await new Promise((r) => setTimeout(r, 5))
+    const reader = held.reader
     const bound = 256 * 1024
     const sink = new PipeSink(out, bound)
     const line = `${JSON.stringify({ msg: 'request', pad: 'x'.repeat(200) })}\n`
@@ -26,9 +27,9 @@ describe('PipeSink: a slow reader holds a bounded queue', () => {
     expect(out.writableLength).toBeLessThanOrEqual(bound + line.length)
     // The reader catches up: every byte it gets is a whole line; the last says what was dropped.
     let got = ''
-    reader!.setEncoding('utf8')
-    reader!.on('data', (d: string) => (got += d))
-    reader!.resume()
+    reader.setEncoding('utf8')
+    reader.on('data', (d: string) => (got += d))
+    reader.resume()
     await new Promise<void>((r) => {
       const check = () => (got.includes('dropped_lines') ? r() : setTimeout(check, 10))
       check()
