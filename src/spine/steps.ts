@@ -36,7 +36,11 @@ export interface Flow {
   account: Account
 }
 
-/** Frees what the call holds, each once: slot, upstream share, key's place, held body. */
+/**
+ * Frees what the call holds, each once: slot, upstream share, key's place, held body. Each part
+ * is freed even when one before it throws (issue #48: a throw left the rest held); a throw is
+ * logged, never passed on.
+ */
 export function release(call: Arrived, flow: Flow, upstreamMs: number | null): void {
   const h = call.held
   const { ticket, share, key, body } = h
@@ -44,34 +48,34 @@ export function release(call: Arrived, flow: Flow, upstreamMs: number | null): v
   h.share = null
   h.key = null
   h.body = null
-  // Each part freed even when one before it throws (issue #48: a throw left the rest held).
-  let err: unknown = null
   if (ticket !== null)
     try {
       ticket.release(upstreamMs)
-    } catch (e) {
-      err = e
+    } catch (err) {
+      freeingFailed(flow, err)
     }
   if (share !== null)
     try {
       flow.shares.give(share)
-    } catch (e) {
-      err ??= e
+    } catch (err) {
+      freeingFailed(flow, err)
     }
   if (key !== null)
     try {
       flow.guard.leaveKey(key)
-    } catch (e) {
-      err ??= e
+    } catch (err) {
+      freeingFailed(flow, err)
     }
   if (body !== null)
     try {
       body()
-    } catch (e) {
-      err ??= e
+    } catch (err) {
+      freeingFailed(flow, err)
     }
-  if (err !== null) throw err
 }
+
+const freeingFailed = (flow: Flow, err: unknown) =>
+  flow.logger.error({ err }, 'freeing what a call held failed')
 
 /**
  * Every exit of every call: what it holds is freed, and its one line is written. Under its own
@@ -81,11 +85,7 @@ export function release(call: Arrived, flow: Flow, upstreamMs: number | null): v
 export function end(call: Arrived, flow: Flow, outcome: Outcome): void {
   if (call.ended) return
   call.ended = true
-  try {
-    release(call, flow, upstreamMsOf(outcome))
-  } catch (err) {
-    flow.logger.error({ err }, 'freeing what a call held failed')
-  }
+  release(call, flow, upstreamMsOf(outcome))
   try {
     flow.account(
       call.gate?.admission ?? null,
