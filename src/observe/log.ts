@@ -15,7 +15,8 @@ export type { Logger }
 export function createLogger(
   opts: { level?: string; destination?: pino.DestinationStream; worker?: number } = {}
 ): Logger {
-  return pino(
+  const pipe = opts.destination === undefined && opts.worker === undefined ? stdoutPipe() : null
+  const logger = pino(
     {
       level: opts.level ?? 'info',
       base:
@@ -24,8 +25,19 @@ export function createLogger(
           : { service: 'basegate', worker: opts.worker },
       formatters: { level: (label) => ({ level: label }) },
     },
-    opts.destination ?? stdoutLines(opts.worker !== undefined)
+    opts.destination ?? stdoutLines(opts.worker !== undefined, pipe)
   )
+  if (pipe !== null) sayDrops(logger, pipe)
+  return logger
+}
+
+/** What a reader that fell behind lost, said through the logger once it catches up. */
+export function sayDrops(logger: Logger, pipe: PipeSink): void {
+  pipe.onDropped = (n) =>
+    logger.warn(
+      { dropped_lines: n },
+      `log lines dropped: the log's reader fell ${pipe.maxQueued} bytes behind`
+    )
 }
 
 const PIPE_BUF = 4096
@@ -42,21 +54,18 @@ const MAX_WRITE = 16 * 1024
  * (4096 on Linux) to a pipe is atomic, and both the batch and SonicBoom's buffer hold whole
  * lines, so lines of two workers never mix (a stream could join queued writes past PIPE_BUF).
  */
-function stdoutLines(worker: boolean): LineBatch {
+function stdoutLines(worker: boolean, pipe: PipeSink | null): LineBatch {
   const maxWrite = worker ? PIPE_BUF : MAX_WRITE
-  const sink =
-    !worker && stdoutIsPipe()
-      ? new PipeSink()
-      : pino.destination({ dest: 1, sync: false, maxWrite })
-  return new LineBatch(sink, maxWrite)
+  return new LineBatch(pipe ?? pino.destination({ dest: 1, sync: false, maxWrite }), maxWrite)
 }
 
-function stdoutIsPipe(): boolean {
+/** stdout as a PipeSink when it is a pipe or a socket; else null. */
+function stdoutPipe(): PipeSink | null {
   try {
     const st = fstatSync(1)
-    return st.isFIFO() || st.isSocket()
+    return st.isFIFO() || st.isSocket() ? new PipeSink() : null
   } catch {
-    return false
+    return null
   }
 }
 
@@ -70,10 +79,12 @@ export const MAX_QUEUED_LOG = 16 * 1024 * 1024
 /** stdout as a non-blocking libuv stream (a pipe or a socket). */
 export class PipeSink implements LineSink {
   private dropped = 0
+  /** Told, once the reader catches up, how many lines it lost (createLogger logs it). */
+  onDropped: (lines: number) => void = () => {}
 
   constructor(
     private readonly stream: Socket = new Socket({ fd: 1, readable: false, writable: true }),
-    private readonly maxQueued = MAX_QUEUED_LOG
+    readonly maxQueued = MAX_QUEUED_LOG
   ) {
     // A reader that went away (EPIPE) loses the lines, as it would with any destination.
     this.stream.on('error', () => {})
@@ -81,9 +92,7 @@ export class PipeSink implements LineSink {
       if (this.dropped === 0) return
       const n = this.dropped
       this.dropped = 0
-      this.stream.write(
-        `${JSON.stringify({ level: 'warn', time: Date.now(), service: 'basegate', dropped_lines: n, msg: `log lines dropped: the log's reader fell ${this.maxQueued} bytes behind` })}\n`
-      )
+      this.onDropped(n)
     })
   }
 

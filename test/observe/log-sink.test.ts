@@ -1,6 +1,7 @@
 import { createServer, Socket, type AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { PipeSink } from '../../src/observe/log.js'
+import pino from 'pino'
+import { PipeSink, sayDrops } from '../../src/observe/log.js'
 
 // A log reader that falls behind (a stuck shipper) may leave at most a bound queued in the
 // gateway: past it lines are dropped and counted, and the count is written once it catches up.
@@ -21,6 +22,7 @@ describe('PipeSink: a slow reader holds a bounded queue', () => {
     const reader = held.reader
     const bound = 256 * 1024
     const sink = new PipeSink(out, bound)
+    sayDrops(pino({ base: null }, sink), sink)
     const line = `${JSON.stringify({ msg: 'request', pad: 'x'.repeat(200) })}\n`
     const lines = 20_000 // about 4.4 MB, far past the bound and the sockets' own buffers
     for (let i = 0; i < lines; i++) sink.write(line)
