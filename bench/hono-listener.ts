@@ -17,7 +17,7 @@ const loaded = await loadConfigFile(file!)
 if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems))
 const snap = compileSnapshot(loaded.config)
 const logger = createLogger()
-const { store } = createStore(loaded.config, logger, systemClock)
+const { windows: store } = createStore(loaded.config, logger, systemClock)
 const gateway = createGateway({
   snapshot: () => snap,
   store,

@@ -61,7 +61,7 @@ import {
   type Flow,
   type HttpArrived,
 } from './spine/steps.js'
-import type { LimiterStore } from './types.js'
+import type { Windows } from './types.js'
 import type { MonthlyNotices } from './usage/notices.js'
 import type { UsageRecorder } from './usage/recorder.js'
 import type { LedgerRecorder } from './usage/ledger-recorder.js'
@@ -73,7 +73,7 @@ import { Keeper } from './usage/keep.js'
 export interface GatewayDeps {
   /** The current configuration snapshot; read once per request. */
   snapshot: () => Snapshot
-  store: LimiterStore
+  store: Windows
   forwarder: Forwarder
   logger: Logger
   /** The upstream's URL, for WebSocket upgrades (which bypass the pool). */

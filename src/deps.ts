@@ -8,13 +8,16 @@ import { answerWithin, RedisStore } from './limiter/redis-store.js'
 import type { Logger } from './observe/log.js'
 import type { Metrics } from './observe/metrics.js'
 import { MemoryChangeStore, RedisChangeStore, type ChangeStore } from './config/changes.js'
-import type { Config, LimiterStore, StoreKind } from './types.js'
+import type { Config, Ledger, StoreKind, Windows } from './types.js'
 import { MemoryReportStore, RedisReportStore, type ReportStore } from './history/report-store.js'
 import { MemoryUsageStore, RedisUsageStore, type UsageStore } from './usage/store.js'
 import { MemoryShapeStore, RedisShapeStore, type ShapeStore } from './tuning/shape-store.js'
 
 export interface Stores {
-  store: LimiterStore
+  /** The rate windows, behind the guard and the leases where the store is Redis. */
+  windows: Windows
+  /** SPEC §5: the team-months, the shared store's own (no guard, no fallback). */
+  ledger: Ledger
   /** Where the admin API's team changes live (shared through Redis when there is one). */
   changes: ChangeStore
   /** SPEC §8: the upgrade report's counters (shared through Redis when there is one). */
@@ -84,7 +87,8 @@ export function createStore(
     const store = new MemoryStore({ maxKeys: s.memoryKeys })
     metrics?.watchMemoryDropped(() => store.dropped)
     return {
-      store,
+      windows: store,
+      ledger: store,
       changes: new MemoryChangeStore(),
       report: new MemoryReportStore(),
       usage,
@@ -95,7 +99,13 @@ export function createStore(
     }
   }
   const client = redisClient(s)
-  const guarded = guardedRedisStore(client, config, clock, metrics, onCall)
+  const redis = new RedisStore(client, {
+    prefix: s.prefix,
+    cluster: client instanceof Cluster,
+    timeoutMs: s.timeoutMs,
+    clock,
+  })
+  const guarded = guardedWindows(redis, client, config, clock, metrics, onCall)
   // Leases sit outside the guard: a call a held share admits needs neither the over-limit
   // cache nor the store, and shares stay good while the store is down (they were charged).
   const leasing = s.leases
@@ -108,7 +118,6 @@ export function createStore(
       })
     : null
   if (leasing !== null) metrics?.watchLeases(() => leasing.heldUnits)
-  const store: LimiterStore = leasing ?? guarded
   // Pub/sub needs a connection of its own.
   const subscriber =
     client instanceof Cluster
@@ -116,7 +125,8 @@ export function createStore(
       : client.duplicate({ enableOfflineQueue: true })
   subscriber.on('error', () => {})
   return {
-    store,
+    windows: leasing ?? guarded,
+    ledger: redis,
     changes: new RedisChangeStore(client, subscriber, s.prefix),
     report: new RedisReportStore(client, s.prefix),
     usage: new RedisUsageStore(client, s.prefix),
@@ -127,8 +137,9 @@ export function createStore(
   }
 }
 
-/** The Redis store behind its guard (over-limit cache, circuit breaker, on_error). */
-function guardedRedisStore(
+/** The Redis store's windows behind their guard (over-limit cache, circuit breaker, on_error). */
+function guardedWindows(
+  redis: RedisStore,
   client: Redis | Cluster,
   config: Config,
   clock: Clock,
@@ -138,28 +149,20 @@ function guardedRedisStore(
   const s = config.store
   const fallback = new MemoryStore({ maxKeys: s.memoryKeys })
   metrics?.watchMemoryDropped(() => fallback.dropped)
-  return new GuardedStore(
-    new RedisStore(client, {
-      prefix: s.prefix,
-      cluster: client instanceof Cluster,
-      timeoutMs: s.timeoutMs,
-      clock,
-    }),
-    {
-      onError: s.onError,
-      clock,
-      fallback,
-      // The store's state (its episodes told once each, observe/store-state.ts) is fed every
-      // call's end: the store's own words (`OOM …`) where it refused, the socket's otherwise.
-      observe: {
-        call: (seconds, ok, err) => {
-          metrics?.storeDuration.observe(seconds)
-          if (!ok) metrics?.storeErrors.inc()
-          onCall?.(ok ? null : storeWords(err, client))
-        },
-        fallback: () => metrics?.fallbackDecisions.inc(),
-        cached: () => metrics?.cachedRefusals.inc(),
+  return new GuardedStore(redis, {
+    onError: s.onError,
+    clock,
+    fallback,
+    // The store's state (its episodes told once each, observe/store-state.ts) is fed every
+    // call's end: the store's own words (`OOM …`) where it refused, the socket's otherwise.
+    observe: {
+      call: (seconds, ok, err) => {
+        metrics?.storeDuration.observe(seconds)
+        if (!ok) metrics?.storeErrors.inc()
+        onCall?.(ok ? null : storeWords(err, client))
       },
-    }
-  )
+      fallback: () => metrics?.fallbackDecisions.inc(),
+      cached: () => metrics?.cachedRefusals.inc(),
+    },
+  })
 }

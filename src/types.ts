@@ -394,10 +394,11 @@ export interface GiveBack {
 }
 
 /**
- * Where counters live. Over the limit is a return value; only a store failure rejects
- * (a StoreError).
+ * The rate windows: what a call is checked against. Over the limit is a return value; only a
+ * store failure rejects (a StoreError). The guard (limiter/guarded-store.ts) and the leases
+ * (limiter/leases.ts) wrap this seam and no other: they exist for the windows alone.
  */
-export interface LimiterStore {
+export interface Windows {
   /**
    * Checks every window and charges all of them, or none when one refuses. A decision this
    * process makes without I/O (a window its over-limit cache knows is full, a lease share, a
@@ -416,6 +417,17 @@ export interface LimiterStore {
    * where the store can; never below zero, never into a bucket that left the window.
    */
   giveBack(uses: readonly GiveBack[]): Promise<void>
+  /** Whether the store answers now. */
+  ready(): Promise<boolean>
+  close(): Promise<void>
+}
+
+/**
+ * SPEC §5: the team-month ledger, a seam of its own. It is the shared store's alone (no wrapper
+ * forwards it, no fallback answers for it): a store that is down refuses a credit or a read, and
+ * late batches retry (usage/ledger-recorder.ts).
+ */
+export interface Ledger {
   /**
    * SPEC §5 credit: lowers a month's `used` by up to `calls` (never below zero) and keeps the
    * entry; re-arms the month's notices the credit takes `used` back under (`quota`).
@@ -434,7 +446,7 @@ export interface LimiterStore {
    * claim that timed out but landed is still its own); false for every other.
    */
   claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean>
-  /** Whether the store answers now. */
-  ready(): Promise<boolean>
-  close(): Promise<void>
 }
+
+/** A store that keeps both (limiter/redis-store.ts, limiter/memory-store.ts). */
+export interface LimiterStore extends Windows, Ledger {}

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono'
 import type { HealthView } from '../observe/health.js'
 import type { Metrics } from '../observe/metrics.js'
-import type { LimiterStore, OnStoreError, StoreKind } from '../types.js'
+import type { OnStoreError, StoreKind, Windows } from '../types.js'
 
 /** The store's state as the admin API reads it (observe/store-state.ts). */
 export interface StoreStateView {
@@ -18,7 +18,7 @@ export interface StoreStateView {
  * state (tests of the admin app alone), the store's own ready().
  */
 export async function storeUp(
-  store: Pick<LimiterStore, 'ready'>,
+  store: Pick<Windows, 'ready'>,
   state: StoreStateView | undefined
 ): Promise<boolean> {
   if (state === undefined) return store.ready()
@@ -27,7 +27,7 @@ export async function storeUp(
 }
 
 export interface ProbeDeps {
-  store: LimiterStore
+  store: Windows
   storeState?: StoreStateView
   metrics: Metrics
   storeKind: StoreKind

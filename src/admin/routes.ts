@@ -3,7 +3,7 @@ import { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { ChangeStore } from '../config/changes.js'
-import type { ConfigProblem, LimiterStore, Logger, OnStoreError, StoreKind } from '../types.js'
+import type { ConfigProblem, Ledger, Logger, OnStoreError, StoreKind, Windows } from '../types.js'
 import { bodyLimit } from 'hono/body-limit'
 import { StoreError } from '../limiter/store-error.js'
 import { bearerAuth } from './auth.js'
@@ -43,7 +43,10 @@ const MAX_ADMIN_BODY = 1_048_576
 
 export interface AdminDeps {
   holder: ConfigHolder
-  store: LimiterStore
+  /** The rate windows (peeks for usage and the month's count, ready() for the probes). */
+  store: Windows
+  /** SPEC §5: the team-months (credits, reads). */
+  ledger: Ledger
   changes: ChangeStore
   metrics: Metrics
   /** Re-reads the config file (the same path as SIGHUP and a file change). */
@@ -91,6 +94,7 @@ function statusRoute(
     ...deps.status,
     holder: deps.holder,
     store: deps.store,
+    ledger: deps.ledger,
     storeKind: deps.storeKind ?? 'memory',
     storeState: deps.storeState,
     now,
@@ -141,13 +145,14 @@ function guards(app: Hono, holder: ConfigHolder): void {
 
 /** SPEC §5, §10, §11: teams and credits, usage and its history, overrides, tuning. */
 function dataRoutes(app: Hono, deps: AdminDeps, now: () => number): void {
-  const { holder, store } = deps
-  teamRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
-  creditRoutes(app, { holder, store, changes: deps.changes, now, logger: deps.logger })
+  const { holder, store, ledger } = deps
+  teamRoutes(app, { holder, store, ledger, changes: deps.changes, now, logger: deps.logger })
+  creditRoutes(app, { holder, store, ledger, changes: deps.changes, now, logger: deps.logger })
   usageRoutes(app, { holder, store, now })
   usageHistoryRoutes(app, {
     holder,
     store,
+    ledger,
     usage: deps.usage ?? NO_USAGE,
     now,
     flush: deps.flushUsage ?? (async () => {}),
@@ -155,7 +160,7 @@ function dataRoutes(app: Hono, deps: AdminDeps, now: () => number): void {
   overrideRoutes(app, { holder, changes: deps.changes })
   tuningRoutes(app, {
     holder,
-    store,
+    ledger,
     shapes: deps.shapes ?? new MemoryShapeStore(),
     now,
     flush: deps.flushUsage ?? (async () => {}),
@@ -179,7 +184,10 @@ export function createAdminApp(deps: AdminDeps): Hono {
     workersServing: deps.workers?.serving,
     renderMetrics: deps.workers?.renderMetrics,
     beforeScrape: () =>
-      refreshMonthlyGauges({ holder, store, changes: deps.changes, now }, metrics),
+      refreshMonthlyGauges(
+        { holder, store, ledger: deps.ledger, changes: deps.changes, now },
+        metrics
+      ),
   })
   dataRoutes(app, deps, now)
   const history = deps.history ?? {

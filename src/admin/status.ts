@@ -11,7 +11,7 @@ import { HEALTHY } from '../observe/health.js'
 import { hyphenated } from '../request/base-uuid.js'
 import { columnOf } from '../http/outcomes.js'
 import type { ProtectState } from '../protect/protector.js'
-import type { LimiterStore, StoreKind } from '../types.js'
+import type { Ledger, StoreKind, Windows } from '../types.js'
 import type { HistoryDeps } from './history.js'
 import { configView } from '../config/view.js'
 import { STATUS_CSP, STATUS_HTML } from './status-page.js'
@@ -25,7 +25,8 @@ import { storeAddress } from '../limiter/redis-client.js'
 
 export interface StatusDeps {
   holder: ConfigHolder
-  store: LimiterStore
+  store: Windows
+  ledger: Ledger
   storeKind: StoreKind
   now: () => number
   /** Bounds how long the page waits on the store. */
@@ -173,7 +174,7 @@ async function teamMonths(deps: StatusDeps) {
             to: today.id,
             timeZone: tz,
           }
-          const r = await readTeamRange(deps.store, team.id, span, {
+          const r = await readTeamRange(deps.ledger, team.id, span, {
             month: today.month,
             quota: m.quota,
           })

@@ -5,13 +5,14 @@ import { hyphenated, parseUuid } from '../request/base-uuid.js'
 import type { ChangeStore } from '../config/changes.js'
 import { quotaOf, type Team, type TeamChange } from '../quota/teams.js'
 import { JsonBodyScanner, JsonSyntaxError } from '../size/json-count.js'
-import type { CreditEntry, LimiterStore, Logger } from '../types.js'
+import type { CreditEntry, Ledger, Logger, Windows } from '../types.js'
 import { monthBounds } from '../quota/month.js'
 import { ledgerRef } from '../usage/ledger-view.js'
 
 export interface TeamDeps {
   holder: ConfigHolder
-  store: LimiterStore
+  store: Windows
+  ledger: Ledger
   changes: ChangeStore
   now: () => number
   /** The credit's info line (SPEC §5). */
@@ -105,7 +106,7 @@ export function creditRoutes(app: Hono, deps: TeamDeps): void {
     const charge = holder.current.classifier.monthlyChargeOf(team, now)
     const ref = { team: id, month: charge.month, endMs: charge.endMs }
     const quota = (await monthOf(deps, team)).quota
-    const entry = await deps.store.credit(ref, { ...asked, atMs: now, day: charge.day, quota })
+    const entry = await deps.ledger.credit(ref, { ...asked, atMs: now, day: charge.day, quota })
     deps.logger?.info(
       {
         team: id,
@@ -129,7 +130,7 @@ export function creditRoutes(app: Hono, deps: TeamDeps): void {
     const month = c.req.query('month') ?? monthBounds(deps.now(), tz).id
     if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month))
       return c.json({ error_msg: `month: ${JSON.stringify(month)} is not a month (YYYY-MM)` }, 400)
-    const l = await deps.store.readLedger(ledgerRef(id, month, tz))
+    const l = await deps.ledger.readLedger(ledgerRef(id, month, tz))
     return c.json({ team: id, month, timezone: tz, credits: l.credits.map(creditJson) })
   })
 }

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono'
 import type { ConfigHolder } from '../config/holder.js'
 import { ledgerRef } from '../usage/ledger-view.js'
-import type { LimiterStore } from '../types.js'
+import type { Ledger } from '../types.js'
 import { tuneReport } from '../tuning/report.js'
 import type { ShapeStore } from '../tuning/shape-store.js'
 import { KEEP_DAYS } from '../tuning/shape.js'
@@ -12,7 +12,7 @@ import { KEEP_DAYS } from '../tuning/shape.js'
 
 export interface TuningDeps {
   holder: ConfigHolder
-  store: LimiterStore
+  ledger: Pick<Ledger, 'readLedger'>
   shapes: ShapeStore
   now: () => number
   /** What this instance holds, written first (the last interval is in the report). */
@@ -57,7 +57,7 @@ export function tuningRoutes(app: Hono, deps: TuningDeps): void {
       nowMs: deps.now(),
       detail: c.req.query('keys') === 'all',
       ledgerDays: async (team, month) =>
-        (await deps.store.readLedger(ledgerRef(team, month, zone))).days,
+        (await deps.ledger.readLedger(ledgerRef(team, month, zone))).days,
     })
     return c.json(report)
   })
@@ -91,7 +91,7 @@ const EMPTY_MS = 15_000
  * this instance's counts are written (the page never waits on it: null until the first is
  * ready; one with no calls yet is worked out again after 15 s).
  */
-export function createTuningSummary(deps: Omit<TuningDeps, 'store'>) {
+export function createTuningSummary(deps: Omit<TuningDeps, 'ledger'>) {
   let kept: TuningSummary | null = null
   let busy = false
   return (): TuningSummary | null => {

@@ -3,7 +3,7 @@ import { othersOf } from '../usage/keep.js'
 import type { ConfigHolder } from '../config/holder.js'
 import { addDays, dayBounds, daysBetween, daysInMonth, parseIsoDate } from '../quota/month.js'
 import { hyphenated, parseUuid } from '../request/base-uuid.js'
-import type { LimiterStore } from '../types.js'
+import type { Ledger, Windows } from '../types.js'
 import {
   callsOn,
   lastFullWeek,
@@ -29,7 +29,8 @@ import { monthOf } from './teams.js'
 
 export interface HistoryRouteDeps {
   holder: ConfigHolder
-  store: LimiterStore
+  store: Windows
+  ledger: Pick<Ledger, 'readLedger'>
   usage: UsageStore
   now: () => number
   /** This instance's counts of the last interval written first (every worker's). */
@@ -130,7 +131,7 @@ async function teamHistory(deps: HistoryRouteDeps, id: string, r: Range) {
   const current = live === null ? null : { month: thisMonth, quota: live }
   const week = lastFullWeek(r.today)
   const span = { from: week.from < r.from ? week.from : r.from, to: r.to, timeZone: r.timeZone }
-  const { days, months } = await readTeamRange(deps.store, id, span, current)
+  const { days, months } = await readTeamRange(deps.ledger, id, span, current)
   const inRange = months.filter((m) => m.month >= r.from.slice(0, 7))
   const now = inRange.find((m) => m.month === thisMonth)
   const pace =
@@ -339,14 +340,14 @@ async function* exportRows(deps: HistoryRouteDeps, r: Range): AsyncGenerator<Row
 
 /** This month's days so far of a team (the status page's small chart), from its ledger. */
 export async function monthDays(
-  store: Pick<LimiterStore, 'readLedger'>,
+  ledger: Pick<Ledger, 'readLedger'>,
   team: string,
   nowMs: number,
   timeZone: string
 ): Promise<{ days: { date: string; calls: number; credited: number }[]; days_in_month: number }> {
   const today = dayBounds(nowMs, timeZone)
   const first = `${today.month}-01`
-  const l = await store.readLedger(ledgerRef(team, today.month, timeZone))
+  const l = await ledger.readLedger(ledgerRef(team, today.month, timeZone))
   const days: { date: string; calls: number; credited: number }[] = []
   for (let d = first; d <= today.id; d = addDays(d, 1)) {
     const dd = d.slice(8)

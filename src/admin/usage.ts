@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono'
 import ipaddr from 'ipaddr.js'
 import type { ConfigHolder } from '../config/holder.js'
 import { parseUuid, shownKey } from '../request/base-uuid.js'
-import { windowMsOf, type Charge, type LimiterStore, type WindowState } from '../types.js'
+import { windowMsOf, type Charge, type Windows, type WindowState } from '../types.js'
 
 // SPEC §7: GET /v1/usage/base/{uuid} and /v1/usage/ip/{ip}, read without charging.
 
@@ -25,7 +25,7 @@ function windowJson(charge: Charge, w: WindowState) {
 
 export function usageRoutes(
   app: Hono,
-  deps: { holder: ConfigHolder; store: LimiterStore; now: () => number }
+  deps: { holder: ConfigHolder; store: Windows; now: () => number }
 ): void {
   const { holder, store, now } = deps
   async function usage(c: Context, key: string, charges: Charge[], override: string | null) {

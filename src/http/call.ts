@@ -4,7 +4,7 @@ import type { Snapshot } from './snapshot.js'
 import type { HistoryDecision, Match } from '../history/match.js'
 import type { SizeRefusal } from '../size/check.js'
 import type { HeldBound } from '../size/body-buffer.js'
-import type { Classification, Decision, LimiterStore } from '../types.js'
+import type { Classification, Decision, Windows } from '../types.js'
 import type { RateHeaderValues } from './rate-headers.js'
 
 // What a call carries through the request path, in one place: what the rate check made of it
@@ -135,7 +135,7 @@ export type GateResult = Refusal | Pass
 
 export interface GateDeps {
   snapshot: () => Snapshot
-  store: LimiterStore
+  store: Windows
   /** The clock the windows count on (the store's own, for Redis, decides the buckets). */
   clock: Clock
   /** SPEC §8: the server's major.minor, or null while unknown. */

@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Clock } from '../clock.js'
 import type { Snapshot } from './snapshot.js'
 import { monthBounds } from '../quota/month.js'
-import type { Classification, Decision, LimiterStore } from '../types.js'
+import type { Classification, Decision, Windows } from '../types.js'
 import type { Admission } from './call.js'
 import { ietfFields, policyName } from './ietf-headers.js'
 import {
@@ -31,7 +31,7 @@ function monthlyOf(c: Classification, d: Decision): Admission['monthly'] {
  */
 export function admit(
   snapshot: Snapshot,
-  store: LimiterStore,
+  store: Windows,
   req: IncomingMessage,
   path: string,
   clock: Clock

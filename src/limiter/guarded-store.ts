@@ -1,17 +1,5 @@
 import type { Clock } from '../clock.js'
-import type {
-  BatchId,
-  Charge,
-  ConsumeOptions,
-  CreditEntry,
-  Decision,
-  GiveBack,
-  LedgerBatch,
-  LedgerMonth,
-  LedgerRef,
-  LimiterStore,
-  OnStoreError,
-} from '../types.js'
+import type { Charge, ConsumeOptions, Decision, GiveBack, OnStoreError, Windows } from '../types.js'
 import type { MemoryStore } from './memory-store.js'
 import { OverLimitCache } from './over-limit-cache.js'
 import { StoreError } from './store-error.js'
@@ -48,7 +36,7 @@ export interface GuardedStoreOptions {
  *   limiter (each instance then limits alone); `closed`: the StoreError, and the gateway
  *   answers 503.
  */
-export class GuardedStore implements LimiterStore {
+export class GuardedStore implements Windows {
   private readonly fallback: MemoryStore
   private readonly clock: Clock
   private readonly overLimit: OverLimitCache | null
@@ -67,7 +55,7 @@ export class GuardedStore implements LimiterStore {
   private readonly monthUsed = new Map<string, number>()
 
   constructor(
-    private readonly inner: LimiterStore,
+    private readonly inner: Windows,
     private readonly opts: GuardedStoreOptions
   ) {
     this.fallback = opts.fallback
@@ -170,27 +158,6 @@ export class GuardedStore implements LimiterStore {
     } catch (err) {
       if (!(err instanceof StoreError)) throw err
     }
-  }
-
-  /** A credit goes to the shared store only: a store that is down refuses it (StoreError). */
-  credit(
-    ref: LedgerRef,
-    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
-  ): Promise<CreditEntry> {
-    return this.inner.credit(ref, c)
-  }
-
-  /** The ledger is the shared store's: read there, written there (late batches retry). */
-  readLedger(ref: LedgerRef): Promise<LedgerMonth> {
-    return this.inner.readLedger(ref)
-  }
-
-  addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
-    return this.inner.addToLedger(batch, id)
-  }
-
-  claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean> {
-    return this.inner.claimNotice(ref, threshold, token)
   }
 
   /** Usage reads go to the shared store; while it is down, to the local fallback. */

@@ -2,16 +2,11 @@ import { type Clock, type Timer } from '../clock.js'
 import {
   BUCKETS_PER_WINDOW,
   windowMsOf,
-  type BatchId,
   type Charge,
-  type CreditEntry,
   type Decision,
   type GiveBack,
-  type LedgerBatch,
-  type LedgerMonth,
-  type LedgerRef,
-  type LimiterStore,
   type WindowState,
+  type Windows,
 } from '../types.js'
 
 export interface LeaseOptions {
@@ -97,7 +92,7 @@ interface GiveBackBatch {
  * A request with a monthly window takes no lease (its quota can be raised by any instance's
  * admin API at any moment, and it needs a store call anyway).
  */
-export class LeasingStore implements LimiterStore {
+export class LeasingStore implements Windows {
   private readonly leases = new Map<string, Lease>()
   private readonly demand = new Map<string, Demand>()
   /** Grants being asked for, by key: later calls wait for them instead of asking again. */
@@ -111,7 +106,7 @@ export class LeasingStore implements LimiterStore {
   private lastSent: Promise<void> = Promise.resolve()
 
   constructor(
-    private readonly inner: LimiterStore,
+    private readonly inner: Windows,
     private readonly opts: LeaseOptions
   ) {
     this.clock = opts.clock
@@ -435,26 +430,6 @@ export class LeasingStore implements LimiterStore {
       setImmediate(() => this.batch === batch && this.flush())
     }
     return batch.sent
-  }
-
-  /** A month takes no lease: its ledger, credits and notices are the inner store's. */
-  credit(
-    ref: LedgerRef,
-    c: { calls: number; note: string | null; atMs: number; day: string; quota: number }
-  ): Promise<CreditEntry> {
-    return this.inner.credit(ref, c)
-  }
-
-  readLedger(ref: LedgerRef): Promise<LedgerMonth> {
-    return this.inner.readLedger(ref)
-  }
-
-  addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
-    return this.inner.addToLedger(batch, id)
-  }
-
-  claimNotice(ref: LedgerRef, threshold: 80 | 100, token: string): Promise<boolean> {
-    return this.inner.claimNotice(ref, threshold, token)
   }
 
   /** Settles once every give-back sent or waiting now has been answered. */

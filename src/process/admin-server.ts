@@ -22,7 +22,8 @@ export function createAdmin(
   return createAdaptorServer({
     fetch: createAdminApp({
       holder,
-      store: stores.store,
+      store: stores.windows,
+      ledger: stores.ledger,
       changes: stores.changes,
       metrics,
       storeKind: stores.kind,

@@ -70,7 +70,7 @@ async function waitForStore(
   if (stores.kind === 'memory') return
   const deadline = clock.monotonic() + STORE_WAIT_MS
   while (clock.monotonic() < deadline) {
-    if (await stores.store.ready()) return
+    if (await stores.windows.ready()) return
     await sleep(clock, 100)
   }
   const store = storeAddress(config.store)
@@ -190,5 +190,5 @@ export async function closeCore(core: Core): Promise<void> {
   core.storeState.stop()
   await core.tracing?.shutdown()
   await core.stores.changes.close().catch(() => {})
-  await core.stores.store.close().catch(() => {})
+  await core.stores.windows.close().catch(() => {})
 }

@@ -142,7 +142,7 @@ function recordersOf(core: Core) {
       ),
   })
   const ledger = new LedgerRecorder(
-    core.stores.store,
+    core.stores.ledger,
     recorderOptions(core, "teams' monthly calls", `${KEPT} (the month catches up then)`)
   )
   const recorder = new UpgradeRecorder(
@@ -163,7 +163,7 @@ function recordersOf(core: Core) {
   ledger.start(core.runtime.usageFlushMs)
   recorder.start(core.runtime.reportFlushMs)
   const noticeTrouble = 'a monthly quota notice could not be decided'
-  const notices = new MonthlyNotices(core.stores.store, core.logger, {
+  const notices = new MonthlyNotices(core.stores.ledger, core.logger, {
     token: core.instance,
     clock: core.runtime.clock,
     onError: (err) => core.trouble.failed(noticeTrouble, 'asked again every 5 s', err),
@@ -184,7 +184,7 @@ export function createProxy(core: Core): Proxy {
     serverVersion: () => core.serverVersion.current(),
     recorder,
     snapshot: () => core.holder.current,
-    store: core.stores.store,
+    store: core.stores.windows,
     forwarder,
     logger: core.logger,
     upstreamUrl: config.upstream.url,

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js'
 import type { OutgoingHttpHeaders } from 'node:http'
-import type { Config, LimiterStore } from '../types.js'
+import type { Config, Windows } from '../types.js'
 import { chargedUses } from './give-back.js'
 import type { Protector, SlotTicket } from './protector.js'
 import type { SlotWait } from './slots.js'
@@ -25,7 +25,7 @@ export const KEY_BUSY_MESSAGE = 'too many calls of this key are in progress'
 
 export interface CallGuardDeps {
   protector: Protector
-  store: LimiterStore
+  store: Windows
   /** How long a call waited for its slot. */
   clock: Clock
   /** A give-back that failed (the store down): logged; the calls stay counted, which can only refuse. */

@@ -1,6 +1,6 @@
 import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { keys } from '../limiter/keys.js'
-import type { LedgerBatch, LedgerRef, LimiterStore } from '../types.js'
+import type { LedgerBatch, LedgerRef, Ledger } from '../types.js'
 
 // SPEC §5 "One ledger": calls that belong in a team's month but that no rate-limit script put
 // there, written to the ledger late, its month and its day together, once per batch:
@@ -15,7 +15,7 @@ interface Open {
 }
 
 export class LedgerRecorder extends BatchedFront<Open> {
-  constructor(store: Pick<LimiterStore, 'addToLedger'>, opts: RecorderOptions) {
+  constructor(store: Pick<Ledger, 'addToLedger'>, opts: RecorderOptions) {
     super(
       {
         empty: () => ({ batch: new Map(), calls: 0 }),

@@ -1,5 +1,5 @@
 import { addDays, daysBetween, startOfLocalMonth, dayBounds } from '../quota/month.js'
-import type { LedgerMonth, LedgerRef, LimiterStore } from '../types.js'
+import type { LedgerMonth, LedgerRef, Ledger } from '../types.js'
 import { monthsOf } from './store.js'
 
 // SPEC §5 "History and export": a team's days and months as its ledgers have them, and the
@@ -43,7 +43,7 @@ export function ledgerRef(team: string, month: string, timeZone: string): Ledger
  * figures. `current` is this month's quota as it stands now (the live one, not the ledger's).
  */
 export async function readTeamRange(
-  store: Pick<LimiterStore, 'readLedger'>,
+  store: Pick<Ledger, 'readLedger'>,
   team: string,
   range: { from: string; to: string; timeZone: string },
   current: { month: string; quota: number } | null

@@ -28,6 +28,7 @@ function app(opts: { storeUp?: boolean; onError?: 'open' | 'closed'; draining?: 
   return createAdminApp({
     holder,
     store,
+    ledger: store,
     changes: new MemoryChangeStore(),
     metrics: new Metrics(),
     storeKind: 'redis',
@@ -161,6 +162,7 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
     return createAdminApp({
       holder: new ConfigHolder('unused.yaml', r.config, {}),
       store: mem,
+      ledger: mem,
       changes: new MemoryChangeStore(),
       metrics: new Metrics(),
       reload: async () => ({ ok: true }),
@@ -212,7 +214,7 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
     const recorder = new StatusRecorder()
     const a = createAdminApp({
       holder: new ConfigHolder('unused.yaml', r.config, {}),
-      store: new MemoryStore(),
+      ...storeAndLedger(new MemoryStore()),
       changes: new MemoryChangeStore(),
       metrics: new Metrics(),
       reload: async () => ({ ok: true }),
@@ -243,7 +245,7 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
     if (!r.ok) throw new Error(JSON.stringify(r.problems))
     const a = createAdminApp({
       holder: new ConfigHolder('unused.yaml', r.config, {}),
-      store: new MemoryStore(),
+      ...storeAndLedger(new MemoryStore()),
       changes: new MemoryChangeStore(),
       metrics: new Metrics(),
       reload: async () => ({ ok: true }),
@@ -255,3 +257,8 @@ describe('the admin listener against browsers and rebinding (issue #39 item 5)',
     expect(text).toContain('password=****')
   })
 })
+
+/** One memory store as both seams, as basegate runs without Redis. */
+function storeAndLedger(m: MemoryStore) {
+  return { store: m, ledger: m }
+}

@@ -5,15 +5,16 @@ import type {
   LimiterStore,
   MonthlyCharge,
   SlidingCharge,
+  Windows,
 } from '../../src/types.js'
 import { keys } from '../../src/limiter/keys.js'
 
 // One behaviour for every store (SPEC §3). Each store's test file runs this suite against a
 // real instance: the memory store in process, the Redis store against a real redis-server.
 
-export interface StoreFactory {
+export interface StoreFactory<S = LimiterStore> {
   /** A fresh store whose keys no other test sees. */
-  make(): Promise<LimiterStore>
+  make(): Promise<S>
 }
 
 const MIN = 60_000
@@ -43,7 +44,7 @@ export function expectBoundHeld(
 /** A start time in the middle of a bucket, like any real moment. */
 const T0 = Math.floor(Date.now() / 1200) * 1200 + 500
 
-export function storeContract(name: string, factory: StoreFactory): void {
+export function storeContract(name: string, factory: StoreFactory<Windows>): void {
   describe(`${name}: the sliding-window contract`, () => {
     it('admits up to the limit, then refuses, and counts remaining down', async () => {
       const store = await factory.make()
@@ -215,7 +216,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
 }
 
 /** Calendar windows (the monthly quota) and peek, for every store. */
-export function calendarContract(name: string, factory: StoreFactory): void {
+export function calendarContract(name: string, factory: StoreFactory<Windows>): void {
   describe(`${name}: calendar windows and peek`, () => {
     // A month's counter and its override key share a hash tag, as limiter/keys.ts makes them.
     const month = (limit: number, endMs: number, tag = `m${n++}`): Charge => ({
