@@ -300,7 +300,7 @@ export interface Decision {
    * With `local`: the store's check was written and never answered, so it may have charged the
    * month there; its tag, with which the owed call is written only if it did not (SPEC §5).
    */
-  inDoubt?: string
+  inDoubt?: CheckTag
   /** Redis: when the script ran, on the store's clock (the request line's `store_time`). */
   storeMs?: number
   /** Admitted from a lease this process holds, without a store call. */
@@ -336,6 +336,16 @@ export interface CreditEntry {
   after: number
 }
 
+/**
+ * SPEC §5, exactly once: a charging check's tag, noted where the check charged a month (its
+ * ledger's ring for `store`, keys.ts `ledgerRing`): the store connection's id and the check's
+ * number on it.
+ */
+export interface CheckTag {
+  store: string
+  seq: number
+}
+
 /** Who wrote a batch of late counts (batch/recorder.ts): a process, and the batch's place in its order. */
 export interface BatchId {
   instance: string
@@ -361,7 +371,7 @@ export type LedgerBatch = Map<
     ref: LedgerRef
     days: Map<string, number>
     /** Calls owed whose check may have charged them already: day → the checks' tags. */
-    doubts?: Map<string, string[]>
+    doubts?: Map<string, CheckTag[]>
   }
 >
 

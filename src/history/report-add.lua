@@ -10,11 +10,9 @@
 --
 -- Returns 1 when the batch was applied, 0 when this key had seen it.
 
-local seen = 's:' .. ARGV[1]
-if tonumber(redis.call('HGET', KEYS[1], seen) or '0') >= tonumber(ARGV[2]) then return 0 end
+if not firstTime(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
 local ttl = tonumber(ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'n', tonumber(ARGV[3]))
-redis.call('HSET', KEYS[1], seen, ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ttl)
 for i = 7, #ARGV, 2 do redis.call('ZINCRBY', KEYS[2], tonumber(ARGV[i + 1]), ARGV[i]) end
 -- The day's busiest keys stay; the tail goes, so memory does not grow with the clients.

@@ -4,6 +4,7 @@ import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { StoreError } from '../limiter/store-error.js'
 import { keys } from '../limiter/keys.js'
 import type { BatchId } from '../types.js'
+import { firstTime } from '../limiter/once.js'
 
 // SPEC §8 upgrade report: per history entry, calls over the last 35 days, when last seen, and
 // the busiest keys, shared by every instance, in bounded memory. Counts live in day buckets:
@@ -54,8 +55,7 @@ export class MemoryReportStore implements ReportStore {
   private readonly seen = new Map<string, number>()
 
   async add(batch: ReportBatch, batchId: BatchId): Promise<void> {
-    if ((this.seen.get(batchId.instance) ?? 0) >= batchId.seq) return
-    this.seen.set(batchId.instance, batchId.seq)
+    if (!firstTime(this.seen, batchId)) return
     for (const [id, b] of batch) {
       const today = dayOf(b.lastSeenMs)
       let days = this.days.get(id)
@@ -96,7 +96,7 @@ export class MemoryReportStore implements ReportStore {
  * In Redis (or Cluster): every key of one entry carries the hash tag `{h:<entry>}`, so one
  * entry's flush and read run on one node. A flush is one pipeline per entry.
  */
-const REPORT_ADD = scriptBeside(import.meta.url, 'report-add')
+const REPORT_ADD = scriptBeside(import.meta.url, 'report-add', ['once'])
 type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
 
 export class RedisReportStore implements ReportStore {

@@ -12,7 +12,7 @@ import type { RequestClass } from '../types.js'
  *   credits, its notices and its quota set through the admin API, together, so the script
  *   reads the quota in the slot it charges, and a credit re-arms the notices in one call.
  *   Beside a ledger, per store connection that charged it within the hour,
- *   `<ledger>:k:<store id>`: the tags of its last 512 checks (2 KB), so a call owed after an
+ *   `<ledger>:k:<store id>` (`ledgerRing`): the tags of its last 512 checks (2 KB), so a call owed after an
  *   unanswered check is written only if that check did not charge it (limiter/lua/check.lua).
  * A request on a team's base therefore spans two slots ({b:} and {t:}), and one with an
  * `ip_ceiling` spans {b:} and {ip:}. The Redis store checks such a request slot by slot and
@@ -46,6 +46,8 @@ export const keys = {
    * Named `ledger` where 0.5 had `month` (a counter): the two generations never share a key.
    */
   ledger: (team: string, monthId: string) => `{t:${team}}:ledger:${monthId}`,
+  /** SPEC §5: the ring of one store connection's charging checks, beside a ledger (its key as given). */
+  ledgerRing: (ledgerKey: string, store: string) => `${ledgerKey}:k:${store}`,
   /** SPEC §5 credits of a team's month, a list of entries (JSON), oldest first. */
   credits: (team: string, monthId: string) => `{t:${team}}:credits:${monthId}`,
   /** A team's quota set through the admin API (its `quota` field), and its other changes. */

@@ -15,12 +15,25 @@ import {
 } from '../types.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { keys } from './keys.js'
+import { firstTime } from './once.js'
 
 /** SPEC §5 "One ledger", in this process: a team's month and its days, changed together. */
 interface Ledger extends LedgerMonth {
   /** The last batch of late calls each process wrote here (batch/recorder.ts). */
   seen: Map<string, number>
   expiresAtMs: number
+}
+
+/** lua/ledger.lua's addToMonth: the month and its day together (used = Σ days − Σ credits). */
+function addToMonth(l: Ledger, day: string, n: number): void {
+  l.used += n
+  l.days.set(day, (l.days.get(day) ?? 0) + n)
+}
+
+/** lua/ledger.lua's creditMonth: the month lowered, its day's credits raised by as much. */
+function creditMonth(l: Ledger, day: string, n: number): void {
+  l.used -= n
+  l.credited.set(day, (l.credited.get(day) ?? 0) + n)
 }
 
 /** Kept as long as Redis keeps them: 400 days past the month's end. */
@@ -142,8 +155,7 @@ export class MemoryStore implements LimiterStore {
   /** SPEC §5: the month and its day in one write, with the quota in force. */
   private chargeCalendar(c: MonthlyCharge): void {
     const l = this.ledger(c.key, c.endMs)
-    l.used++
-    l.days.set(c.day, (l.days.get(c.day) ?? 0) + 1)
+    addToMonth(l, c.day, 1)
     l.quota = c.limit
   }
 
@@ -169,8 +181,7 @@ export class MemoryStore implements LimiterStore {
     const l = this.ledger(keys.ledger(ref.team, ref.month), ref.endMs)
     const before = l.used
     const calls = Math.min(before, c.calls)
-    l.used -= calls
-    if (calls > 0) l.credited.set(c.day, (l.credited.get(c.day) ?? 0) + calls)
+    if (calls > 0) creditMonth(l, c.day, calls)
     const entry: CreditEntry = {
       atMs: c.atMs,
       calls,
@@ -202,14 +213,10 @@ export class MemoryStore implements LimiterStore {
   async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
     for (const [key, { ref, days, doubts }] of batch) {
       const l = this.ledger(key, ref.endMs)
-      if ((l.seen.get(id.instance) ?? 0) >= id.seq) continue
+      if (!firstTime(l.seen, id)) continue
       // In process nothing is in doubt: no check of this store went unanswered.
       const all = [...days, ...[...(doubts ?? [])].map(([d, tags]) => [d, tags.length] as const)]
-      for (const [day, n] of all) {
-        l.days.set(day, (l.days.get(day) ?? 0) + n)
-        l.used += n
-      }
-      l.seen.set(id.instance, id.seq)
+      for (const [day, n] of all) addToMonth(l, day, n)
     }
   }
 
@@ -265,12 +272,10 @@ export class MemoryStore implements LimiterStore {
     for (const u of uses) {
       const c = u.charge
       if (c.kind === 'monthly') {
-        // The month and its day go back together (SPEC §5: used = days - credits).
         const l = this.ledgers.get(c.key)
         const onDay = l?.days.get(c.day) ?? 0
         if (l === undefined || u.units <= 0 || onDay < u.units || l.used < u.units) continue
-        l.used -= u.units
-        l.days.set(c.day, onDay - u.units)
+        addToMonth(l, c.day, -u.units)
         continue
       }
       const e = this.entries.get(c.key)

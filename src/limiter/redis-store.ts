@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { scriptBeside } from './script.js'
+import { scriptBeside, type Shared } from './script.js'
 import calculateSlot from 'cluster-key-slot'
 import type { Cluster, Redis } from 'ioredis'
 import {
@@ -7,6 +7,7 @@ import {
   windowMsOf,
   type BatchId,
   type Charge,
+  type CheckTag,
   type ConsumeOptions,
   type CreditEntry,
   type Decision,
@@ -26,14 +27,14 @@ import { TurnBatch } from './turn-batch.js'
 /** SPEC §5: days are kept 400 days (a ledger: past its month's end). */
 export const LEDGER_KEEP_DAYS = 400
 
-const lua = (name: string) => scriptBeside(new URL('./lua/', import.meta.url).href, name)
-const PRELUDE = lua('prelude')
-/** One script per purpose, each on the shared prelude (fastify-rate-limit's `{ increment, read }`). */
-export const CHECK = PRELUDE + lua('check')
-const GIVE_BACK = PRELUDE + lua('give-back')
+const lua = (name: string, uses: readonly Shared[] = []) =>
+  scriptBeside(new URL('./lua/', import.meta.url).href, name, uses)
+/** One script per purpose, each after the shared parts it uses (fastify-rate-limit's `{ increment, read }`). */
+export const CHECK = lua('check', ['prelude', 'ledger'])
+const GIVE_BACK = lua('give-back', ['prelude', 'ledger'])
 /** SPEC §5: a credit kept as an entry, and the team's late calls written once per batch. */
-const CREDIT = lua('credit')
-const LEDGER_ADD = lua('ledger-add')
+const CREDIT = lua('credit', ['ledger'])
+const LEDGER_ADD = lua('ledger-add', ['once', 'ledger'])
 const CLAIM_NOTICE = lua('claim-notice')
 
 type Script = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>
@@ -44,7 +45,7 @@ type ScriptPipeline = Record<string, (numKeys: number, ...args: (string | number
   exec(): Promise<[Error | null, unknown][] | null>
 }
 
-/** check.lua's tag numbers wrap here (they fit its ring's four bytes). */
+/** A check's tag numbers wrap here (they fit a ring's four bytes, lua/ledger.lua). */
 const TAG_SEQS = 2 ** 31
 
 /** check.lua's argument that holds the deadline (see check()). */
@@ -104,8 +105,8 @@ export class RedisStore implements LimiterStore {
   private readonly client: ScriptClient
   private offsetMs = 0
   private offsetAtMs = 0
-  /** check.lua's tags of monthly charges: this store's id and a number per check (SPEC §5). */
-  private readonly tagId = randomBytes(4).toString('hex')
+  /** The tags of checks that charge a month: this store's id and a number per check (SPEC §5). */
+  private readonly storeId = randomBytes(4).toString('hex')
   private tagSeq = 0
   private offsetKnown = false
   private readonly clock: Clock
@@ -257,32 +258,40 @@ export class RedisStore implements LimiterStore {
     if (charges.some((c) => c.kind === 'monthly')) p = null
     else {
       const keys = charges.map((c) => this.opts.prefix + c.key)
-      const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 0, 0]
+      const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 0, 0, 0]
       for (const c of charges)
-        argv.push(c.limit, windowMsOf(c), 0, 0, c.kind === 'rule' && c.dryRun ? 1 : 0, 0, '')
+        argv.push(c.limit, windowMsOf(c), 0, 0, c.kind === 'rule' && c.dryRun ? 1 : 0, 0, '', 0)
       p = { keys, argv }
     }
     this.plainChecks.set(charges, p)
     return p
   }
 
-  /** Keys in KEYS order, and the index (1-based) of each monthly window's team quota key. */
-  private keysOf(charges: readonly Charge[]): { keys: string[]; quotaAt: number[] } {
+  /**
+   * Keys in KEYS order, and for each monthly window the index (1-based) of its team quota key
+   * and, on a tagged check, of its ledger's ring for this store (0 where none).
+   */
+  private keysOf(
+    charges: readonly Charge[],
+    tagged: boolean
+  ): { keys: string[]; quotaAt: number[]; ringAt: number[] } {
     const prefix = this.opts.prefix
     const n = charges.length
-    const keys: string[] = new Array(n)
+    const names: string[] = new Array(n)
     const quotaAt: number[] = new Array(n)
-    for (let i = 0; i < n; i++) keys[i] = prefix + charges[i]!.key
+    const ringAt: number[] = new Array(n)
+    for (let i = 0; i < n; i++) names[i] = prefix + charges[i]!.key
+    const at = (full: string) => {
+      const j = names.indexOf(full, n)
+      return (j === -1 ? names.push(full) - 1 : j) + 1 // Lua's KEYS is 1-based
+    }
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
-      quotaAt[i] = 0
-      if (c.kind !== 'monthly') continue
-      const full = prefix + c.quotaKey
-      let at = keys.indexOf(full, n)
-      if (at === -1) at = keys.push(full) - 1
-      quotaAt[i] = at + 1 // Lua's KEYS is 1-based
+      quotaAt[i] = c.kind === 'monthly' ? at(prefix + c.quotaKey) : 0
+      ringAt[i] =
+        c.kind === 'monthly' && tagged ? at(prefix + keys.ledgerRing(c.key, this.storeId)) : 0
     }
-    return { keys, quotaAt }
+    return { keys: names, quotaAt, ringAt }
   }
 
   private async call(script: string, keys: string[], argv: (string | number)[]): Promise<number[]> {
@@ -333,27 +342,27 @@ export class RedisStore implements LimiterStore {
     // later than the caller.
     let keys: string[]
     let argv: (string | number)[]
-    let tag: string | undefined
+    let tag: CheckTag | undefined
     const plain = opts.asks === undefined && !opts.peek ? this.plainCheck(charges) : null
     if (plain !== null) {
       // SPEC §12: the arguments of the same windows are built once (a copy per call).
       keys = plain.keys
       argv = plain.argv.slice()
     } else {
-      const k = this.keysOf(charges)
-      keys = k.keys
-      argv = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0]
       // A charging check with a month is tagged: check.lua notes the tag where it charged, so
       // an owed call whose check went unanswered is written only if the check did not charge it.
+      if (!opts.peek && charges.some((c) => c.kind === 'monthly'))
+        tag = { store: this.storeId, seq: (this.tagSeq = (this.tagSeq % TAG_SEQS) + 1) }
+      const k = this.keysOf(charges, tag !== undefined)
+      keys = k.keys
+      argv = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0, tag?.seq ?? 0]
       for (let i = 0; i < n; i++) {
         const c = charges[i]!
         const monthly = c.kind === 'monthly'
         const shadow = c.kind === 'rule' && c.dryRun ? 1 : 0
         const ask = opts.asks?.get(c.key) ?? 0
         argv.push(c.limit, windowMsOf(c), monthly ? c.endMs : 0, k.quotaAt[i]!, shadow, ask)
-        if (monthly && !opts.peek)
-          tag ??= `${this.tagId}|${(this.tagSeq = (this.tagSeq % TAG_SEQS) + 1)}`
-        argv.push(monthly ? (opts.peek ? `d${c.day}` : `d${c.day}|${tag}`) : '')
+        argv.push(monthly ? `d${c.day}` : '', k.ringAt[i]!)
       }
     }
     for (const a of clock.args(nowMs)) argv.push(a)
@@ -472,10 +481,18 @@ export class RedisStore implements LimiterStore {
   async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
     const calls: { keys: string[]; argv: (string | number)[] }[] = []
     for (const [key, { ref, days, doubts }] of batch) {
-      const argv: (string | number)[] = [id.instance, id.seq, keepUntil(ref)]
+      const ledger = this.opts.prefix + key
+      const names = [ledger]
+      const argv: (string | number)[] = [id.instance, id.seq, keepUntil(ref), days.size]
       for (const [day, n] of days) argv.push(`d${day}`, n)
-      for (const [day, tags] of doubts ?? []) for (const t of tags) argv.push(`d${day}|${t}`, 1)
-      calls.push({ keys: [this.opts.prefix + key], argv })
+      for (const [day, tags] of doubts ?? [])
+        for (const t of tags) {
+          const ring = this.opts.prefix + keys.ledgerRing(key, t.store)
+          let at = names.indexOf(ring)
+          if (at === -1) at = names.push(ring) - 1
+          argv.push(`d${day}`, at + 1, t.seq)
+        }
+      calls.push({ keys: names, argv })
     }
     if (calls.length === 0) return
     if (this.opts.cluster) {
@@ -483,7 +500,7 @@ export class RedisStore implements LimiterStore {
       return
     }
     const pipeline = this.client.pipeline() as unknown as ScriptPipeline
-    for (const c of calls) pipeline['basegateLedgerAdd']!(1, ...c.keys, ...c.argv)
+    for (const c of calls) pipeline['basegateLedgerAdd']!(c.keys.length, ...c.keys, ...c.argv)
     checkAnswers(await this.timed(pipeline.exec()), calls.length)
   }
 

@@ -1,11 +1,27 @@
 import { readFileSync } from 'node:fs'
 
 /**
+ * What several scripts share, each rule written once (issue #48), prepended by name:
+ * `prelude` the windows' layout and the store's clock (check, give-back), `ledger` a team's
+ * month and the ring of checks (check, give-back, credit, ledger-add), `once` once per batch
+ * (every script that writes a recorder's batch). They live in `limiter/lua/`.
+ */
+export type Shared = 'prelude' | 'ledger' | 'once'
+
+const shared = (name: Shared) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
+
+/**
  * A Lua script of the store, read from beside the module that runs it (issue #48: each script
  * in its room, `tuning/shape-add.lua` beside `tuning/shape-store.ts`): `scriptBeside(import.meta.url,
- * 'shape-add')`. The one way a module reads a script, so no room reaches into another's files.
- * The build copies every `.lua` of src/ to the same place under dist/src/.
+ * 'shape-add', ['once'])`, after the shared parts it names. The one way a module reads a
+ * script, so no room reaches into another's files. The build copies every `.lua` of src/ to
+ * the same place under dist/src/.
  */
-export function scriptBeside(moduleUrl: string, name: string): string {
-  return readFileSync(new URL(`./${name}.lua`, moduleUrl), 'utf8')
+export function scriptBeside(
+  moduleUrl: string,
+  name: string,
+  uses: readonly Shared[] = []
+): string {
+  const own = readFileSync(new URL(`./${name}.lua`, moduleUrl), 'utf8')
+  return uses.map(shared).join('\n') + (uses.length > 0 ? '\n' : '') + own
 }

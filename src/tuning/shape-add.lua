@@ -24,8 +24,6 @@ local BINS = 720
 local CAP = 2048
 local LOG_CAP = 512
 
-local seen = 's:' .. ARGV[1]
-local batch = tonumber(ARGV[2])
 
 local function varint(out, n)
   while n >= 128 do
@@ -138,7 +136,7 @@ end
 local function addOne(key, i)
   local keepUntil = tonumber(ARGV[i])
   local hours = tonumber(ARGV[i + 4])
-  local apply = tonumber(redis.call('HGET', key, seen) or '0') < batch
+  local apply = firstTime(key, ARGV[1], ARGV[2])
   if apply then
     redis.call('HINCRBY', key, 't', tonumber(ARGV[i + 1]))
     if ARGV[i + 2] ~= '0' then redis.call('HINCRBY', key, 'r', tonumber(ARGV[i + 2])) end
@@ -165,10 +163,7 @@ local function addOne(key, i)
     end
     i = i + 2 + 2 * n
   end
-  if apply then
-    redis.call('HSET', key, seen, ARGV[2])
-    redis.call('PEXPIREAT', key, keepUntil)
-  end
+  if apply then redis.call('PEXPIREAT', key, keepUntil) end
   return i, apply
 end
 

@@ -5,6 +5,7 @@ import { keys } from '../limiter/keys.js'
 import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
 import { daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
+import { firstTime } from '../limiter/once.js'
 import {
   addToHour,
   decodeHour,
@@ -114,8 +115,7 @@ export class MemoryShapeStore implements ShapeStore {
   }
 
   async add(batch: ShapeBatch, id: BatchId): Promise<void> {
-    if ((this.seen.get(id.instance) ?? 0) >= id.seq) return
-    this.seen.set(id.instance, id.seq)
+    if (!firstTime(this.seen, id)) return
     for (const [day, { series }] of batch) {
       for (const [sid, s] of series) {
         const k = `${day}\n${sid}`
@@ -200,7 +200,7 @@ interface ShapeWrite {
   expireAtMs: number
 }
 
-const SHAPE_ADD = scriptBeside(import.meta.url, 'shape-add')
+const SHAPE_ADD = scriptBeside(import.meta.url, 'shape-add', ['once'])
 type AddCommand = (...args: (string | number)[]) => Promise<number>
 /** Key-days written per pipeline. */
 const CHUNK = 500

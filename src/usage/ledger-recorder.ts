@@ -1,6 +1,6 @@
 import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { keys } from '../limiter/keys.js'
-import type { LedgerBatch, LedgerRef, Ledger } from '../types.js'
+import type { CheckTag, Ledger, LedgerBatch, LedgerRef } from '../types.js'
 
 // SPEC §5 "One ledger": calls that belong in a team's month but that no rate-limit script put
 // there, written to the ledger late, its month and its day together, once per batch:
@@ -31,7 +31,7 @@ export class LedgerRecorder extends BatchedFront<Open> {
    * One call of a team's month, on its day of the month ("05"); `inDoubt`: the tag of a check
    * that may have charged it already (written only if it did not).
    */
-  record(ref: LedgerRef, day: string, inDoubt?: string): void {
+  record(ref: LedgerRef, day: string, inDoubt?: CheckTag): void {
     const open = this.recorder.batch
     const key = keys.ledger(ref.team, ref.month)
     let entry = open.batch.get(key)

@@ -4,6 +4,7 @@ import { keys } from '../limiter/keys.js'
 import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
 import { addDays, daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
+import { firstTime } from '../limiter/once.js'
 import { isOthers } from './keep.js'
 
 // SPEC §5 "usage over time" for bases: admitted calls per day and base, kept 400 days and
@@ -70,9 +71,7 @@ export class MemoryUsageStore implements UsageStore {
   constructor(private readonly maxBases = MEMORY_BASES) {}
 
   async add(batch: UsageBatch, id: BatchId): Promise<void> {
-    // One process, one order of writes: a batch id this store has seen was applied whole.
-    if ((this.seen.get(id.instance) ?? 0) >= id.seq) return
-    this.seen.set(id.instance, id.seq)
+    if (!firstTime(this.seen, id)) return
     for (const [day, { counts }] of batch) {
       for (const [uuid, n] of counts) {
         let byDay = this.days.get(uuid)
@@ -119,7 +118,7 @@ export class MemoryUsageStore implements UsageStore {
   }
 }
 
-const USAGE_ADD = scriptBeside(import.meta.url, 'usage-add')
+const USAGE_ADD = scriptBeside(import.meta.url, 'usage-add', ['once'])
 
 type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
 type AddPipeline = Record<string, (keys: number, ...args: (string | number)[]) => unknown> & {

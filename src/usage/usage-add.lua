@@ -8,9 +8,7 @@
 --
 -- Returns 1 when the batch was applied, 0 when this key had seen it.
 
-local seen = 's:' .. ARGV[1]
-if tonumber(redis.call('HGET', KEYS[1], seen) or '0') >= tonumber(ARGV[2]) then return 0 end
+if not firstTime(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
 for i = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], tonumber(ARGV[i + 1])) end
-redis.call('HSET', KEYS[1], seen, ARGV[2])
 redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]))
 return 1

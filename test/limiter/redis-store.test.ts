@@ -405,8 +405,9 @@ describe('RedisStore: a call owed in doubt is written once', () => {
     for (let i = 0; i < 3; i++)
       expect((await store.consume([monthly], Date.now())).allowed).toBe(true)
     // The tags its three checks were sent with (the store's id and numbers 1 to 3).
-    const id = (store as unknown as { tagId: string }).tagId
-    const owed = new Map([['15', [`${id}|2`, `${id}|7`, `${id}|3`, `other|2`]]])
+    const id = (store as unknown as { storeId: string }).storeId
+    const tag = (store: string, seq: number) => ({ store, seq })
+    const owed = new Map([['15', [tag(id, 2), tag(id, 7), tag(id, 3), tag('other', 2)]]])
     await store.addToLedger(new Map([[monthly.key, { ref, days: new Map(), doubts: owed }]]), {
       instance: 'p',
       seq: 1,
@@ -437,14 +438,14 @@ describe('RedisStore: an unanswered check with a month says what it may have cha
     const admin = db.client()
     try {
       await store.consume([monthly], Date.now()) // the offset known (tag 1)
-      const id = (store as unknown as { tagId: string }).tagId
+      const id = (store as unknown as { storeId: string }).storeId
       const asleep = admin.call('DEBUG', 'SLEEP', '0.4')
       await new Promise((r) => setTimeout(r, 20))
       const err = await store.consume([monthly], Date.now()).catch((e: unknown) => e)
       expect(err).toBeInstanceOf(StoreError)
-      expect((err as StoreError).inDoubt).toBe(`${id}|2`)
+      expect((err as StoreError).inDoubt).toEqual({ store: id, seq: 2 })
       const d = await guarded.consume([monthly], Date.now())
-      expect(d).toMatchObject({ allowed: true, local: true, inDoubt: `${id}|3` })
+      expect(d).toMatchObject({ allowed: true, local: true, inDoubt: { store: id, seq: 3 } })
       await asleep
       // A class window alone is never in doubt for the ledger: no tag.
       const bare = admin.call('DEBUG', 'SLEEP', '0.4')

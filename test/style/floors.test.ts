@@ -159,6 +159,23 @@ describe('src/ floors (issue #32)', () => {
     }
   })
 
+  // Issue #48: Redis asks every script to declare the keys it touches (a Cluster routes by
+  // them); a key built inside a script (`KEYS[1] .. ':k:'`) is one KEYS did not give it.
+  it('no store script builds a key: every key it touches comes in KEYS', () => {
+    const lua = (dir: string): string[] =>
+      readdirSync(dir).flatMap((f) => {
+        const p = join(dir, f)
+        return statSync(p).isDirectory() ? lua(p) : p.endsWith('.lua') ? [p] : []
+      })
+    const built = lua(SRC).flatMap((script) =>
+      readFileSync(script, 'utf8')
+        .split('\n')
+        .filter((line) => /KEYS\[[^\]]*\]\s*\.\.|\.\.\s*KEYS\[/.test(line.replace(/--.*$/, '')))
+        .map((line) => `${relative(SRC, script)}: ${line.trim()}`)
+    )
+    expect(built).toEqual([])
+  })
+
   it('finds a circle when there is one (the check itself)', () => {
     const g = new Map([
       ['a', new Set(['b'])],

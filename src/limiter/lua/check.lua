@@ -1,18 +1,21 @@
 -- Check and charge every window of one request, all or nothing (SPEC §3, §5); or, with peek,
 -- read them changing nothing.
 --
--- KEYS[1..n]            the windows' keys; KEYS[n+1..] team quota keys
+-- KEYS[1..n]            the windows' keys; KEYS[n+1..] team quota keys and ledger rings
 -- ARGV[1]  buckets      buckets per sliding window (BUCKETS_PER_WINDOW in types.ts)
 -- ARGV[2]  peek         1: read only (charge and delete nothing); 0: check and charge
 -- ARGV[3]  deadline     a time on the store's clock (ms), or 0: past it the caller has given up
 --                       (its timeout), so the call is neither admitted nor charged (issue #11)
--- then seven per window i (from ARGV[4 + 7(i-1)]):
+-- ARGV[4]  tag          this check's number in its process's rings (SPEC §5), or 0: untagged
+-- then eight per window i (from ARGV[5 + 8(i-1)]):
 --   limit, windowMs (0 for a calendar window), endMs (a calendar window's end, else 0),
 --   quotaIndex (index in KEYS of its team's quota key, else 0), shadow (1: a dry-run rule:
 --   never refuses, not charged when over), ask (a lease: the calls to charge now, this one and
 --   the share the caller admits by itself until the bucket ends; granted only while the
 --   window stays at or under half its limit with it, else the call is charged alone), day (a
---   calendar window: the ledger's field for the call's day, `d<DD>`; else '')
+--   calendar window: the ledger's field for the call's day, `d<DD>`; else ''), ring (a
+--   calendar window of a tagged check: the index in KEYS of its ledger's ring for this
+--   process, where the tag is noted when the month is charged; else 0)
 --
 -- Returns { allowed, now, storeNow, then per window: used, resetAt, retryAt, limit, charged }:
 -- allowed is 1, 0, or -1 for a deadline passed; now is the clock the times are on; used
@@ -23,16 +26,11 @@
 local buckets = tonumber(ARGV[1])
 local peek = ARGV[2] == '1'
 local deadline = tonumber(ARGV[3])
-local FIRST = 4
-local PER_WINDOW = 7
+local tag = tonumber(ARGV[4])
+local FIRST = 5
+local PER_WINDOW = 8
 -- SPEC §5: a ledger (and its days) is kept this long past its month's end.
 local KEEP_MS = 400 * 86400000
--- SPEC §5, exactly once: a charging check's tag (`<store id>|<n>`, after its day field) is
--- noted in a ring beside the ledger (`<ledger>:k:<store id>`, same slot: RING slots of four
--- bytes, kept RING_MS after the last), so a call owed by a process whose check went
--- unanswered is written late (ledger-add.lua) only if this check did not charge it.
-local RING = 512
-local RING_MS = 3600000
 local n = (#ARGV - FIRST + 1) / PER_WINDOW
 local now = storeNow
 
@@ -182,16 +180,11 @@ if allowed == 1 and not peek then
       if ask > 1 and windowMs > 0 and used[i] + ask <= math.floor(limits[i] / 2) then c = ask end
       charged[i] = c
       if windowMs == 0 then
-        -- SPEC §5 "One ledger": the month and its day in one write, with the quota in force.
-        local day, id, seq = string.match(ARGV[at + 6], '^([^|]+)|([^|]+)|(%d+)$')
-        redis.call('HINCRBY', KEYS[i], 'used', 1)
-        redis.call('HINCRBY', KEYS[i], day or ARGV[at + 6], 1)
-        if seq ~= nil then
-          local ring = KEYS[i] .. ':k:' .. id
-          seq = tonumber(seq)
-          redis.call('SETRANGE', ring, (seq % RING) * 4, struct.pack('>I4', seq))
-          redis.call('PEXPIRE', ring, RING_MS)
-        end
+        -- SPEC §5 "One ledger": the month and its day together, the check's tag noted, the
+        -- quota in force.
+        addToMonth(KEYS[i], ARGV[at + 6], 1)
+        local ring = tonumber(ARGV[at + 7])
+        if ring > 0 then noteCheck(KEYS[ring], tag) end
         -- The quota in force, written when it changed; the expiry set when the month began.
         if tonumber(quotas[i]) ~= limits[i] then redis.call('HSET', KEYS[i], 'q', limits[i]) end
         if used[i] == 0 then redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS) end

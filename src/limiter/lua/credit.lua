@@ -17,8 +17,7 @@ local before = tonumber(redis.call('HGET', KEYS[1], 'used') or '0')
 local calls = math.min(before, asked)
 local after = before - calls
 if calls > 0 then
-  redis.call('HINCRBY', KEYS[1], 'used', -calls)
-  redis.call('HINCRBY', KEYS[1], ARGV[2], calls)
+  creditMonth(KEYS[1], ARGV[2], calls)
   redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[6]))
 end
 local entry = { at = tonumber(ARGV[4]), calls = calls, asked = asked, before = before, after = after }

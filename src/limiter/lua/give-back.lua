@@ -48,9 +48,7 @@ for i = 1, n do
     fromBucket(KEYS[i], math.floor(chargedAtMs / (windowMs / buckets)), units)
   elseif units > 0 and tonumber(redis.call('HGET', KEYS[i], day) or '0') >= units
     and tonumber(redis.call('HGET', KEYS[i], 'used') or '0') >= units then
-    -- The ledger's month and day go back together (SPEC §5: used = days - credits).
-    redis.call('HINCRBY', KEYS[i], 'used', -units)
-    redis.call('HINCRBY', KEYS[i], day, -units)
+    addToMonth(KEYS[i], day, -units)
   end
 end
 return { storeNow }

@@ -3,33 +3,23 @@
 -- batch that timed out but landed is written again with the same number and changes nothing
 -- (batch/recorder.ts).
 --
--- KEYS[1]  the ledger
+-- KEYS[1]  the ledger   KEYS[2..]  rings of checks beside it (keys.ts `ledgerRing`)
 -- ARGV[1]  the writing process  ARGV[2]  the batch's number  ARGV[3]  keep until (ms)
--- then pairs: a day field (`d<DD>`), its calls; or a call in doubt (`d<DD>|<store id>|<n>`,
--- 1): its check was written and never answered, so it is added only if that check did not
--- charge it (check.lua's ring beside the ledger does not hold its tag).
+-- ARGV[4]  how many day pairs follow
+-- then pairs: a day field (`d<DD>`), its calls;
+-- then triples, one per call in doubt: a day field, the index in KEYS of the ring of the
+-- process whose check went unanswered, the check's tag. Such a call is added only if its check
+-- did not charge it (the ring does not hold its tag).
 --
 -- Returns 1 when the batch was applied, 0 when this key had seen it.
 
-local RING = 512
-local seen = 's:' .. ARGV[1]
-if tonumber(redis.call('HGET', KEYS[1], seen) or '0') >= tonumber(ARGV[2]) then return 0 end
-local total = 0
-for i = 4, #ARGV, 2 do
-  local field = ARGV[i]
-  local n = tonumber(ARGV[i + 1])
-  local day, id, seq = string.match(field, '^([^|]+)|([^|]+)|(%d+)$')
-  if seq ~= nil then
-    seq = tonumber(seq)
-    local at = (seq % RING) * 4
-    local got = redis.call('GETRANGE', KEYS[1] .. ':k:' .. id, at, at + 3)
-    if #got == 4 and struct.unpack('>I4', got) == seq then n = 0 end
-    field = day
+if not firstTime(KEYS[1], ARGV[1], ARGV[2]) then return 0 end
+local pairsEnd = 5 + 2 * tonumber(ARGV[4])
+for i = 5, pairsEnd - 1, 2 do addToMonth(KEYS[1], ARGV[i], tonumber(ARGV[i + 1])) end
+for i = pairsEnd, #ARGV, 3 do
+  if not checkNoted(KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])) then
+    addToMonth(KEYS[1], ARGV[i], 1)
   end
-  if n > 0 then redis.call('HINCRBY', KEYS[1], field, n) end
-  total = total + n
 end
-redis.call('HINCRBY', KEYS[1], 'used', total)
-redis.call('HSET', KEYS[1], seen, ARGV[2])
 redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]))
 return 1
