@@ -12,6 +12,7 @@ import { LedgerRecorder } from '../usage/ledger-recorder.js'
 import { storeAddress } from '../limiter/redis-client.js'
 import { MAX_SUBJECTS, UsageRecorder } from '../usage/recorder.js'
 import { MAX_SERIES, ShapeRecorder } from '../tuning/recorder.js'
+import type { BatchedFront } from '../batch/recorder.js'
 import { holdContinue } from '../http/continue.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
 import type { Config } from '../types.js'
@@ -25,6 +26,14 @@ const DRAIN_MS = 10_000
 /** How long the upstream pool may take to close once every client connection is gone. */
 const CLOSE_POOL_MS = 2_000
 
+/** A batched writer (batch/recorder.ts), by the name a stop gives what it could not write. */
+export interface Recorded {
+  lost: 'usage_day_counts' | 'team_monthly_calls' | 'upgrade_report' | 'tuning_evidence'
+  writer: BatchedFront<unknown>
+  /** How often it writes: the day counts' interval or the report's. */
+  every: 'usage' | 'report'
+}
+
 /** A process that serves the proxy port (alone, or as a worker). */
 export interface Proxy {
   /** SPEC §8: the calls this process saw that an upgrade would break, batched to the store. */
@@ -37,6 +46,8 @@ export interface Proxy {
   notices: MonthlyNotices
   /** SPEC §11: how keys' calls fell in time, batched to the store. */
   shapes: ShapeRecorder
+  /** The four above as one list: a flush, a start and a stop are one loop over it. */
+  recorders: readonly Recorded[]
   /** Store trouble, and what a stop could not write. */
   core: Core
   forwarder: Forwarder
@@ -158,10 +169,14 @@ function recordersOf(core: Core) {
         'tuning evidence: calls of key-days past the per-interval bound were not kept'
       ),
   })
-  usage.start(core.runtime.usageFlushMs)
-  shapes.start(core.runtime.usageFlushMs)
-  ledger.start(core.runtime.usageFlushMs)
-  recorder.start(core.runtime.reportFlushMs)
+  const recorders: Recorded[] = [
+    { lost: 'usage_day_counts', writer: usage, every: 'usage' },
+    { lost: 'tuning_evidence', writer: shapes, every: 'usage' },
+    { lost: 'team_monthly_calls', writer: ledger, every: 'usage' },
+    { lost: 'upgrade_report', writer: recorder, every: 'report' },
+  ]
+  for (const r of recorders)
+    r.writer.start(r.every === 'usage' ? core.runtime.usageFlushMs : core.runtime.reportFlushMs)
   const noticeTrouble = 'a monthly quota notice could not be decided'
   const notices = new MonthlyNotices(core.stores.ledger, core.logger, {
     token: core.instance,
@@ -169,12 +184,17 @@ function recordersOf(core: Core) {
     onError: (err) => core.trouble.failed(noticeTrouble, 'asked again every 5 s', err),
     onBack: () => core.trouble.back(noticeTrouble, 'notices are decided again'),
   })
-  return { usage, ledger, recorder, notices, shapes }
+  return { usage, ledger, recorder, notices, shapes, recorders }
+}
+
+/** Writes what every recorder holds now (the admin API's reads of usage and tuning, a worker asked). */
+export async function flushRecorders(p: Pick<Proxy, 'recorders'>): Promise<void> {
+  await Promise.all(p.recorders.map((r) => r.writer.flush()))
 }
 
 export function createProxy(core: Core): Proxy {
   const config = core.holder.current.config
-  const { usage, ledger, recorder, notices, shapes } = recordersOf(core)
+  const { usage, ledger, recorder, notices, shapes, recorders } = recordersOf(core)
   const forwarder = createForwarder({
     clock: core.runtime.clock,
     url: config.upstream.url,
@@ -234,6 +254,7 @@ export function createProxy(core: Core): Proxy {
     ledger,
     notices,
     shapes,
+    recorders,
     core,
     forwarder,
     gateway,
@@ -284,19 +305,11 @@ const FINAL_WRITE_MS = 3_000
  */
 async function stopRecorders(p: Proxy): Promise<void> {
   p.notices.stop()
-  const [report, days, ledger, shapes] = await Promise.all([
-    p.recorder.stop(FINAL_WRITE_MS).catch(() => -1),
-    p.usage.stop(FINAL_WRITE_MS).catch(() => -1),
-    p.ledger.stop(FINAL_WRITE_MS).catch(() => -1),
-    p.shapes.stop(FINAL_WRITE_MS).catch(() => -1),
-  ])
-  const lost = {
-    usage_day_counts: days,
-    team_monthly_calls: ledger,
-    upgrade_report: report,
-    tuning_evidence: shapes,
-  }
-  if (days !== 0 || ledger !== 0 || report !== 0 || shapes !== 0)
+  const left = await Promise.all(
+    p.recorders.map(async (r) => [r.lost, await r.writer.stop(FINAL_WRITE_MS).catch(() => -1)])
+  )
+  const lost = Object.fromEntries(left) as Record<Recorded['lost'], number>
+  if (left.some(([, n]) => n !== 0))
     p.core.logger.warn(
       { ...lost, store: storeAddress(p.core.holder.current.config.store) },
       `stopping: the store did not take what was held within ${FINAL_WRITE_MS} ms; these calls are not in its counts`

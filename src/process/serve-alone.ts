@@ -10,7 +10,7 @@ import {
   startSummary,
   watchConfig,
 } from './lifecycle.js'
-import { createProxy, drainProxy } from './proxy-server.js'
+import { createProxy, drainProxy, flushRecorders } from './proxy-server.js'
 import type { Runtime } from './runtime.js'
 import { reloadOnHangup, stopOnSignals } from './signals.js'
 
@@ -19,13 +19,7 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   const core = await bootCore(cli, config, runtime, createLogger({ level: runtime.logLevel }))
   const proxy = createProxy(core)
   const admin = createAdmin(core, {
-    flush: async () =>
-      void (await Promise.all([
-        proxy.recorder.flush(),
-        proxy.usage.flush(),
-        proxy.ledger.flush(),
-        proxy.shapes.flush(),
-      ])),
+    flush: () => flushRecorders(proxy),
     protect: async () => proxy.gateway.protector.state(),
     counts: async () => core.status.counts(core.runtime.clock.now()),
   })

@@ -4,7 +4,7 @@ import { createLogger } from '../observe/log.js'
 import type { Config } from '../types.js'
 import { receiveConfig, serveWorker } from './worker-link.js'
 import { bootCore, closeCore, type Core } from './core.js'
-import { createProxy, drainProxy, type Proxy } from './proxy-server.js'
+import { createProxy, drainProxy, flushRecorders, type Proxy } from './proxy-server.js'
 import type { Runtime } from './runtime.js'
 import { ignoreHangup, stopOnSignals } from './signals.js'
 
@@ -39,8 +39,7 @@ export async function runWorker(cli: Cli, runtime: Runtime): Promise<void> {
       if (what === 'protect') return running.proxy.gateway.protector.state()
       if (what === 'status')
         return running.core.status.counts(running.core.runtime.clock.now(), 200)
-      const p = running.proxy
-      await Promise.all([p.recorder.flush(), p.usage.flush(), p.ledger.flush(), p.shapes.flush()])
+      await flushRecorders(running.proxy)
       return true
     },
     // The primary sends connections only once this worker said it serves (below).

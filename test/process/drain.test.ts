@@ -23,16 +23,26 @@ function proxyWith(
   lost = 0
 ): Proxy {
   const stop = (name: string) => async () => (stopped.push(name), name === 'usage' ? lost : 0)
+  const recorder = { stop: stop('recorder') } as unknown as UpgradeRecorder
+  const usage = { stop: stop('usage') } as unknown as UsageRecorder
+  const ledger = { stop: stop('ledger') } as unknown as LedgerRecorder
+  const shapes = { stop: stop('shapes') } as unknown as ShapeRecorder
   return {
     forwarder,
     clock,
     server: createServer(),
     connections: new Set(),
     gateway: { tunnels: new Set() } as unknown as Gateway,
-    recorder: { stop: stop('recorder') } as unknown as UpgradeRecorder,
-    usage: { stop: stop('usage') } as unknown as UsageRecorder,
-    ledger: { stop: stop('ledger') } as unknown as LedgerRecorder,
-    shapes: { stop: stop('shapes') } as unknown as ShapeRecorder,
+    recorder,
+    usage,
+    ledger,
+    shapes,
+    recorders: [
+      { lost: 'upgrade_report', writer: recorder, every: 'report' },
+      { lost: 'usage_day_counts', writer: usage, every: 'usage' },
+      { lost: 'team_monthly_calls', writer: ledger, every: 'usage' },
+      { lost: 'tuning_evidence', writer: shapes, every: 'usage' },
+    ],
     notices: { stop: () => void stopped.push('notices') } as unknown as MonthlyNotices,
     core: {
       logger: { warn: (...args: unknown[]) => warned.push(args) },
