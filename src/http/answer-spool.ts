@@ -109,16 +109,14 @@ export class AnswerSpool {
 
   private freeMemory(n: number): void {
     if (this.released) return
-    this.budget.inMemory -= n
+    this.budget.giveAll(this.client, n, 0)
     this.memoryTaken -= n
-    this.budget.giveClient(this.client, n)
   }
 
   private freeDisk(n: number): void {
     if (this.released) return
-    this.budget.onDisk -= n
+    this.budget.giveAll(this.client, 0, n)
     this.diskTaken -= n
-    this.budget.giveClient(this.client, n)
   }
 
   private ensureFile(): Promise<FileHandle> {
@@ -130,10 +128,7 @@ export class AnswerSpool {
   release(): void {
     if (this.released) return
     this.released = true
-    const b = this.budget
-    b.inMemory -= this.memoryTaken
-    b.onDisk -= this.diskTaken
-    b.giveClient(this.client, this.memoryTaken + this.diskTaken)
+    this.budget.giveAll(this.client, this.memoryTaken, this.diskTaken)
     this.memoryTaken = this.diskTaken = 0
     this.mem = []
     this.memBytes = 0

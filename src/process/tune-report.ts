@@ -10,6 +10,7 @@ import { RedisShapeStore } from '../tuning/shape-store.js'
 import type { Config } from '../types.js'
 import { ledgerRef } from '../usage/ledger-view.js'
 import { loadConfigOrExit } from './load.js'
+import { adminUrl, exitNoReport } from './admin-reach.js'
 import { loadConfigFile } from '../config/load.js'
 import { daysOf } from '../admin/tuning.js'
 
@@ -20,12 +21,6 @@ import { daysOf } from '../admin/tuning.js'
 // ./limits.yaml).
 
 /** The admin listener a file names, as a client reaches it. */
-function adminUrl(config: Config): string {
-  const h = config.admin.host
-  const host = h === '0.0.0.0' ? '127.0.0.1' : h === '::' ? '::1' : h
-  return `http://${host.includes(':') ? `[${host}]` : host}:${config.admin.port}`
-}
-
 async function fromAdmin(
   running: Config,
   text: string,
@@ -114,17 +109,8 @@ export async function runTuneReport(opts: {
     )
   const admin = await fromAdmin(running, text, days)
   const report = 'answered' in admin ? await fromStore(running, candidate, days) : admin
-  if (report === null) {
-    const why = 'answered' in admin ? admin.answered : ''
-    const store =
-      storeKindOf(running.store) === 'memory'
-        ? 'in-memory (the evidence lives in the running process)'
-        : 'out of reach'
-    process.stderr.write(
-      `no report: the admin API at ${adminUrl(running)} ${why}, and the store is ${store}\n`
-    )
-    process.exit(2)
-  }
+  if (report === null)
+    exitNoReport(running, 'answered' in admin ? admin.answered : '', 'the evidence')
   if ('answered' in admin && admin.reached)
     process.stderr.write(
       `the admin API at ${adminUrl(running)} ${admin.answered}; the report below is the shared store's, judged against ${opts.runningFile}\n`

@@ -3,6 +3,7 @@ import { request } from 'undici'
 import { redisClient, storeKindOf } from '../limiter/redis-client.js'
 import { beyondHistory, upgradeReport } from '../history/report.js'
 import { loadConfigOrExit } from './load.js'
+import { adminUrl, exitNoReport } from './admin-reach.js'
 import type { Flags } from '../config/flags.js'
 import { HISTORY } from '../history/match.js'
 import { RedisReportStore } from '../history/report-store.js'
@@ -21,22 +22,13 @@ async function fromAdmin(
   to: string,
   from: string | undefined
 ): Promise<Report | { answered: string; reached: boolean }> {
-  const host =
-    config.admin.host === '0.0.0.0'
-      ? '127.0.0.1'
-      : config.admin.host === '::'
-        ? '::1'
-        : config.admin.host
   const q = new URLSearchParams({ to, ...(from ? { from } : {}) })
   try {
-    const r = await request(
-      `http://${host.includes(':') ? `[${host}]` : host}:${config.admin.port}/v1/upgrade-report?${q}`,
-      {
-        headers: config.admin.token ? { authorization: `Bearer ${config.admin.token}` } : {},
-        headersTimeout: 3000,
-        bodyTimeout: 3000,
-      }
-    )
+    const r = await request(`${adminUrl(config)}/v1/upgrade-report?${q}`, {
+      headers: config.admin.token ? { authorization: `Bearer ${config.admin.token}` } : {},
+      headersTimeout: 3000,
+      bodyTimeout: 3000,
+    })
     if (r.statusCode !== 200) {
       const text = await r.body.text().catch(() => '')
       let said = ''
@@ -149,19 +141,9 @@ export async function runUpgradeReport(
   const report = 'answered' in admin ? await fromStore(config, version, from ?? undefined) : admin
   if (report !== null && 'answered' in admin && admin.reached)
     process.stderr.write(
-      `the admin API at ${config.admin.host}:${config.admin.port} ${admin.answered}; the report below is the shared store's (at most a few seconds behind)\n`
+      `the admin API at ${adminUrl(config)} ${admin.answered}; the report below is the shared store's (at most a few seconds behind)\n`
     )
-  if (report === null) {
-    const why = 'answered' in admin ? admin.answered : ''
-    const store =
-      storeKindOf(config.store) === 'memory'
-        ? 'in-memory (the report lives in the running process)'
-        : 'out of reach'
-    process.stderr.write(
-      `no report: the admin API at ${config.admin.host}:${config.admin.port} ${why}, and the store is ${store}\n`
-    )
-    process.exit(2)
-  }
+  if (report === null) exitNoReport(config, 'answered' in admin ? admin.answered : '', 'the report')
   process.stdout.write(formatReport(report) + '\n')
   process.exit(0)
 }

@@ -127,6 +127,25 @@ export function createDayClock(timeZone: string): (nowMs: number) => DayBounds {
   }
 }
 
+/**
+ * createDayClock for the zone in force (`zone()`: monthly.timezone, which a reload may change):
+ * the one cache of days for every per-call counter (usage days, the keeper, tuning evidence).
+ */
+export function zonedDayClock(zone: () => string): (nowMs: number) => DayBounds {
+  let current: string | null = null
+  let clock: (nowMs: number) => DayBounds = () => {
+    throw new Error('no zone')
+  }
+  return (nowMs) => {
+    const z = zone()
+    if (z !== current) {
+      current = z
+      clock = createDayClock(z)
+    }
+    return clock(nowMs)
+  }
+}
+
 /** A calendar date written YYYY-MM-DD that exists (2026-02-30 does not); null otherwise. */
 export function parseIsoDate(text: string): { y: number; m: number; d: number } | null {
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text)

@@ -67,6 +67,12 @@ export class BufferBudget {
     this.onDisk += n
     return true
   }
+  /** Everything one holder took, given back at once (a held body's or answer's release). */
+  giveAll(client: string, memory: number, disk: number): void {
+    this.inMemory -= memory
+    this.onDisk -= disk
+    this.giveClient(client, memory + disk)
+  }
 }
 
 /** A body held whole: in memory or in an unlinked temporary file. */
@@ -215,10 +221,7 @@ class Holder implements HeldBody {
   async release(): Promise<void> {
     if (this.released) return
     this.released = true
-    const b = this.budget
-    b.inMemory -= this.memoryTaken
-    b.onDisk -= this.diskTaken
-    b.giveClient(this.client, this.memoryTaken + this.diskTaken)
+    this.budget.giveAll(this.client, this.memoryTaken, this.diskTaken)
     this.memoryTaken = this.diskTaken = 0
     this.mem = []
     await this.writing.catch(() => {})

@@ -1,5 +1,5 @@
 import { BatchedFront, takeDropped, type RecorderOptions } from '../batch/recorder.js'
-import { createDayClock, type DayBounds } from '../quota/month.js'
+import { zonedDayClock } from '../quota/month.js'
 import { CEILING } from './family.js'
 import { BIN_MS, BINS_PER_HOUR } from './shape.js'
 import { seriesId, type SeriesDay, type ShapeBatch, type ShapeStore } from './shape-store.js'
@@ -83,10 +83,7 @@ const emptyPlace = (): Place => ({
 })
 
 export class ShapeRecorder extends BatchedFront<Open> {
-  private zone = ''
-  private dayOf: (nowMs: number) => DayBounds = () => {
-    throw new Error('no zone')
-  }
+  private readonly dayOf = zonedDayClock(() => this.opts.timezone())
   private readonly maxSeries: number
   /**
    * Where the last calls of a key went, by kind (a base's own series, a client's ip_ceiling
@@ -127,7 +124,7 @@ export class ShapeRecorder extends BatchedFront<Open> {
       count(last.g!, last.bin, refused)
       return
     }
-    const day = this.dayAt(nowMs)
+    const day = this.dayOf(nowMs)
     let entry = open.batch.get(day.id)
     if (entry === undefined) {
       entry = { dayEndMs: day.endMs, series: new Map() }
@@ -152,20 +149,6 @@ export class ShapeRecorder extends BatchedFront<Open> {
     last.g = s
     last.bin = bin
     last.binStartMs = day.startMs + bin * BIN_MS
-  }
-
-  private day: DayBounds | null = null
-
-  private dayAt(nowMs: number): DayBounds {
-    const zone = this.opts.timezone()
-    if (zone !== this.zone) {
-      this.zone = zone
-      this.dayOf = createDayClock(zone)
-      this.day = null
-    }
-    const d = this.day
-    if (d !== null && nowMs >= d.startMs && nowMs < d.endMs) return d
-    return (this.day = this.dayOf(nowMs))
   }
 
   /** Key-days in the open batch (the memory bound's test). */

@@ -1,4 +1,4 @@
-import { createDayClock, type DayBounds } from '../quota/month.js'
+import { zonedDayClock, type DayBounds } from '../quota/month.js'
 
 // SPEC §4 "Nothing a stranger sends outlives its window". What basegate keeps beyond a rate
 // window (day counts §5, the upgrade report §8, tuning evidence §11) is kept per key only for
@@ -27,10 +27,7 @@ export interface KeepRules {
 }
 
 export class Keeper {
-  private zone = ''
-  private dayOf: (nowMs: number) => DayBounds = () => {
-    throw new Error('no zone')
-  }
+  private readonly dayOf = zonedDayClock(() => this.timezone())
   private day: DayBounds | null = null
   /** Calls of today counted per key (two generations). */
   private counts = new Map<string, number>()
@@ -88,11 +85,6 @@ export class Keeper {
   private rollDay(nowMs: number): void {
     const d = this.day
     if (d !== null && nowMs >= d.startMs && nowMs < d.endMs) return
-    const zone = this.timezone()
-    if (zone !== this.zone) {
-      this.zone = zone
-      this.dayOf = createDayClock(zone)
-    }
     const next = this.dayOf(nowMs)
     if (d !== null && next.id !== d.id) {
       this.keptBefore = this.kept

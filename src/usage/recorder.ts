@@ -1,5 +1,5 @@
 import { BatchedFront, takeDropped, type RecorderOptions } from '../batch/recorder.js'
-import { createDayClock, monthBounds, type DayBounds } from '../quota/month.js'
+import { monthBounds, zonedDayClock, type DayBounds } from '../quota/month.js'
 import type { UsageBatch, UsageStore } from './store.js'
 
 // SPEC §5 "usage over time" for bases, counted on the request path: one map increment per
@@ -27,10 +27,7 @@ export interface UsageRecorderOptions extends RecorderOptions {
 }
 
 export class UsageRecorder extends BatchedFront<Open> {
-  private zone = ''
-  private dayOf: (nowMs: number) => DayBounds = () => {
-    throw new Error('no zone')
-  }
+  private readonly dayOf = zonedDayClock(() => this.opts.timezone())
   /** The day and counts the last call found (a compare per call while the day lasts). */
   private day: DayBounds | null = null
   private counts: Map<string, number> | null = null
@@ -71,15 +68,10 @@ export class UsageRecorder extends BatchedFront<Open> {
     const d = this.day
     if (d !== null && this.countsOf === open && nowMs >= d.startMs && nowMs < d.endMs)
       return this.counts!
-    const zone = this.opts.timezone()
-    if (zone !== this.zone) {
-      this.zone = zone
-      this.dayOf = createDayClock(zone)
-    }
     const day = this.dayOf(nowMs)
     let entry = open.batch.get(day.id)
     if (entry === undefined) {
-      entry = { monthEndMs: monthBounds(nowMs, zone).endMs, counts: new Map() }
+      entry = { monthEndMs: monthBounds(nowMs, this.opts.timezone()).endMs, counts: new Map() }
       open.batch.set(day.id, entry)
     }
     this.day = day

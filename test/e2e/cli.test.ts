@@ -218,6 +218,34 @@ describe('first-run answers', () => {
     expect(r.stdout).toBe('')
   })
 
+  it('upgrade-report and tune-report with neither the admin API nor the store to ask: one line each, exit 2', async () => {
+    const { createServer } = await import('node:net')
+    const free = createServer()
+    await new Promise<void>((r) => free.listen(0, '127.0.0.1', r))
+    const port = (free.address() as { port: number }).port
+    await new Promise((r) => free.close(r))
+    // A wildcard bind is asked on loopback; the store is in-memory (nothing shared to read).
+    const file = writeConfig(
+      `admin: { host: "0.0.0.0", port: ${port}, token: "a-long-enough-admin-token-0123456789" }\n`
+    )
+    const upgrade = await runOnce(['upgrade-report', '--to', '6.2', '--config', file])
+    expect(upgrade.code).toBe(2)
+    expect(upgrade.stderr).toMatch(
+      new RegExp(
+        `^no report: the admin API at http://127\\.0\\.0\\.1:${port} .*, and the store is in-memory \\(the report lives in the running process\\)$`,
+        'm'
+      )
+    )
+    const tune = await runOnce(['tune-report', '--config', file, '--running', file])
+    expect(tune.code).toBe(2)
+    expect(tune.stderr).toMatch(
+      new RegExp(
+        `^no report: the admin API at http://127\\.0\\.0\\.1:${port} .*, and the store is in-memory \\(the evidence lives in the running process\\)$`,
+        'm'
+      )
+    )
+  })
+
   it('demo-upstream on a busy port says so in one line and exits 1', async () => {
     const { createServer } = await import('node:net')
     const busy = createServer()
