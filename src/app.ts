@@ -174,7 +174,7 @@ class HttpCall implements HttpArrived, ForwardRequest {
   givenBack = false
   span: Span | undefined
   readonly reply: ResponseReply
-  readonly held: Held = { key: null, body: null, share: null, ticket: null }
+  readonly held: Held = { key: null, body: null, share: null, ticket: null, tunnel: null }
   gate: GateResult | null = null
   dryRun: DryRun | null = null
   bodyChanges: readonly string[] = NO_CHANGES

@@ -187,8 +187,6 @@ class SocketReply implements Reply {
 interface UpgradeCall extends Arrived {
   readonly socket: Duplex
   readonly head: Buffer
-  /** The client whose tunnel place the call holds (null: none taken, or handed to the tunnel). */
-  tunnelOf: string | null
 }
 
 /** Issue #11: an Upgrade header must not carry a call past the size checks (400). */
@@ -232,13 +230,15 @@ function tunnelPlaceStep<C extends Passed & UpgradeCall>(call: C, upstream: Upst
     call.bytesOut = call.reply.json(503, TUNNEL_MESSAGE, { 'retry-after': '1' })
     return { kind: 'upstream_share' }
   }
-  call.tunnelOf = client
+  // Held like any other part: end() gives it back, whatever ends the call (a refusal, a
+  // failure, a step that throws, a client gone), unless a tunnel took it over.
+  call.held.tunnel = () => upstream.caps.leave(client)
   return call
 }
 
 /** To the server: its 101 joins the tunnel (the slot and the key's place go with it). */
 function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Outcome> {
-  const { url, basePath, send, tunnels, flow, caps } = upstream
+  const { url, basePath, send, tunnels, flow } = upstream
   const { socket, head, req } = call
   const { path, query, snapshot } = call.gate
   const upstreamReq = send({
@@ -275,9 +275,9 @@ function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Out
       const idleMs = snapshot.config.upstream.tunnelIdleMs
       joinTunnel({ socket, head }, { socket: upstreamSocket, head: upstreamHead }, tunnels, idleMs)
       // The tunnel holds its place until it closes.
-      const client = call.tunnelOf
-      call.tunnelOf = null
-      if (client !== null) socket.once('close', () => caps.leave(client))
+      const leave = call.held.tunnel
+      call.held.tunnel = null
+      if (leave !== null) socket.once('close', leave)
       resolve({ kind: 'forwarded', status: 101, upstreamMs })
     })
     upstreamReq.end()
@@ -328,13 +328,7 @@ export function createUpgradeHandler(opts: UpgradeOptions) {
       dryRun: null,
       bodyChanges: NO_CHANGES,
       ended: false,
-      tunnelOf: null,
     }
-    // A place taken and not handed to a tunnel (a refusal, a failure, a client gone) goes back.
-    socket.once('close', () => {
-      if (call.tunnelOf !== null) upstream.caps.leave(call.tunnelOf)
-      call.tunnelOf = null
-    })
     tell(call, flow, story)
   }
 

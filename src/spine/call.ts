@@ -36,6 +36,8 @@ export interface Held {
   share: string | null
   /** SPEC §9: its slot at the server. */
   ticket: SlotTicket | null
+  /** SPEC §4: an upgrade's place among the tunnels, until a tunnel takes it over. */
+  tunnel: (() => void) | null
 }
 
 /** A call as it arrives: the access log's fields (Begun) and the transport's parts. */
@@ -97,7 +99,7 @@ export function grow<T extends Arrived, K extends string, V>(
 
 /** Nothing held yet (a fresh record per call). */
 export function nothingHeld(): Held {
-  return { key: null, body: null, share: null, ticket: null }
+  return { key: null, body: null, share: null, ticket: null, tunnel: null }
 }
 
 /** The upstream time an outcome carries (the slot's release feeds `auto` with it). */

@@ -43,11 +43,12 @@ export interface Flow {
  */
 export function release(call: Arrived, flow: Flow, upstreamMs: number | null): void {
   const h = call.held
-  const { ticket, share, key, body } = h
+  const { ticket, share, key, body, tunnel } = h
   h.ticket = null
   h.share = null
   h.key = null
   h.body = null
+  h.tunnel = null
   if (ticket !== null)
     try {
       ticket.release(upstreamMs)
@@ -69,6 +70,12 @@ export function release(call: Arrived, flow: Flow, upstreamMs: number | null): v
   if (body !== null)
     try {
       body()
+    } catch (err) {
+      freeingFailed(flow, err)
+    }
+  if (tunnel !== null)
+    try {
+      tunnel()
     } catch (err) {
       freeingFailed(flow, err)
     }

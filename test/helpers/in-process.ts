@@ -1,6 +1,6 @@
 import { IncomingMessage, ServerResponse } from 'node:http'
 import { Socket } from 'node:net'
-import { Writable } from 'node:stream'
+import { Duplex, Writable } from 'node:stream'
 import { createGateway, type GatewayDeps } from '../../src/app.js'
 import { parseConfig } from '../../src/config/load.js'
 import { compileSnapshot } from '../../src/http/snapshot.js'
@@ -174,10 +174,69 @@ export function inProcess(
 
   const call = (method: string, url: string, o: CallOptions = {}) => start(method, url, o).answer
 
+  /**
+   * An Upgrade request (SPEC §4, §6) on a raw socket of the test's: what the gateway writes to
+   * it is read back as an answer (status, headers, body) once the gateway ends it.
+   */
+  function upgrade(url: string, o: CallOptions = {}): Promise<Answer & { raw: string }> {
+    const written: Buffer[] = []
+    const socket = new Duplex({
+      read() {},
+      write(chunk: Buffer, _e, cb) {
+        written.push(chunk)
+        cb()
+      },
+    })
+    Object.defineProperty(socket, 'remoteAddress', { value: o.remote ?? '10.0.0.1' })
+    const req = new IncomingMessage(socket as unknown as Socket)
+    req.method = 'GET'
+    req.url = url
+    const headers: Record<string, string> = {
+      host: 'gw',
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      ...o.headers,
+    }
+    req.headers = headers
+    req.rawHeaders = [...(Object.entries(headers).flat() as string[]), ...(o.extraRaw ?? [])]
+    req.complete = true
+    const answer = new Promise<Answer & { raw: string }>((resolve) => {
+      const done = () =>
+        void tick().then(() => {
+          const raw = Buffer.concat(written).toString()
+          const [head = '', body = ''] = raw.split('\r\n\r\n')
+          const [status, ...fields] = head.split('\r\n')
+          const h: Record<string, string> = {}
+          for (const f of fields) {
+            const at = f.indexOf(':')
+            h[f.slice(0, at).toLowerCase()] = f.slice(at + 1).trim()
+          }
+          resolve({ status: Number(status!.split(' ')[1]), headers: h, body, raw })
+        })
+      socket.once('finish', done)
+      socket.once('close', done)
+    })
+    gw.handleUpgrade(req, socket, Buffer.alloc(0))
+    return answer
+  }
+
   /** Request lines (a call's one line each; start-up lines have no method). */
   const requestLines = () => lines.filter((l) => typeof l.method === 'string')
 
-  return { gw, call, start, lines, requestLines, forwarded, held, metrics, clock, store, tick }
+  return {
+    gw,
+    call,
+    start,
+    upgrade,
+    lines,
+    requestLines,
+    forwarded,
+    held,
+    metrics,
+    clock,
+    store,
+    tick,
+  }
 }
 
 export type InProcess = ReturnType<typeof inProcess>

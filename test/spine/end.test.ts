@@ -18,6 +18,7 @@ function fixture(throwing: 'ticket' | 'share' | 'account' | 'finish' | null) {
       share: 'share-1',
       key: 'base:k',
       body: () => freed.push('body'),
+      tunnel: () => freed.push('tunnel'),
     },
     gate: null,
     givenBack: null,
@@ -41,21 +42,33 @@ describe('end(): every exit frees what the call holds and writes its line', () =
     const { call, flow, freed, errors } = fixture(null)
     end(call as never, flow as never, { kind: 'forwarded' } as never)
     end(call as never, flow as never, { kind: 'forwarded' } as never)
-    expect(freed).toEqual(['ticket', 'share', 'key', 'body', 'account', 'line'])
+    expect(freed).toEqual(['ticket', 'share', 'key', 'body', 'tunnel', 'account', 'line'])
     expect(errors).toEqual([])
-    expect(call.held).toEqual({ ticket: null, share: null, key: null, body: null })
+    expect(call.held).toEqual({ ticket: null, share: null, key: null, body: null, tunnel: null })
   })
 
   it.each([
-    ['ticket', ['share', 'key', 'body', 'account', 'line'], 'freeing what a call held failed'],
-    ['share', ['ticket', 'key', 'body', 'account', 'line'], 'freeing what a call held failed'],
-    ['account', ['ticket', 'share', 'key', 'body', 'line'], 'counting a call failed'],
-    ['finish', ['ticket', 'share', 'key', 'body', 'account'], "writing a call's line failed"],
+    [
+      'ticket',
+      ['share', 'key', 'body', 'tunnel', 'account', 'line'],
+      'freeing what a call held failed',
+    ],
+    [
+      'share',
+      ['ticket', 'key', 'body', 'tunnel', 'account', 'line'],
+      'freeing what a call held failed',
+    ],
+    ['account', ['ticket', 'share', 'key', 'body', 'tunnel', 'line'], 'counting a call failed'],
+    [
+      'finish',
+      ['ticket', 'share', 'key', 'body', 'tunnel', 'account'],
+      "writing a call's line failed",
+    ],
   ] as const)('a throw in %s: the rest is done, the throw logged', (part, rest, said) => {
     const { call, flow, freed, errors } = fixture(part)
     expect(() => end(call as never, flow as never, { kind: 'forwarded' } as never)).not.toThrow()
     expect(freed).toEqual(rest)
     expect(errors).toEqual([said])
-    expect(call.held).toEqual({ ticket: null, share: null, key: null, body: null })
+    expect(call.held).toEqual({ ticket: null, share: null, key: null, body: null, tunnel: null })
   })
 })
