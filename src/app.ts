@@ -43,6 +43,7 @@ import {
   type Next,
   type Passed,
   type Reply,
+  type Slotted,
 } from './spine/call.js'
 import type { Span } from '@opentelemetry/api'
 import type { DryRun, GateResult, Pass } from './http/call.js'
@@ -137,7 +138,7 @@ const afterBody = (c: HttpCall & Bodied): Ending => on(poolStep(c, c.flow), afte
 const afterPool = (c: HttpCall & Bodied): Ending => on(slotStep(c, c.flow), forwardStep)
 
 /** To the server; the call ends when its answer did (the forwarder's done). */
-function forwardStep(call: HttpCall & Bodied): Promise<Outcome> {
+function forwardStep(call: HttpCall & Bodied & Slotted): Promise<Outcome> {
   const { gate, flow } = call
   const { admission, snapshot, history } = gate
   const tracer = flow.tracer

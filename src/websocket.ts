@@ -13,7 +13,15 @@ import { answeredOutcome, type Outcome, type Refusal } from './http/call.js'
 import { upstreamRequestHeaders } from './http/proxy.js'
 import { jsonError } from './http/respond.js'
 import { sizeCheckFor } from './size/actions.js'
-import { nothingHeld, on, type Arrived, type Next, type Passed, type Reply } from './spine/call.js'
+import {
+  nothingHeld,
+  on,
+  type Arrived,
+  type Next,
+  type Passed,
+  type Reply,
+  type Slotted,
+} from './spine/call.js'
 import { gateStep, keyShareStep, slotStep, tell, type Flow } from './spine/steps.js'
 
 // SPEC §4, §6: WebSocket upgrades of the service's real-time socket (/socket.io/) pass through;
@@ -237,7 +245,7 @@ function tunnelPlaceStep<C extends Passed & UpgradeCall>(call: C, upstream: Upst
 }
 
 /** To the server: its 101 joins the tunnel (the slot and the key's place go with it). */
-function tunnelStep(call: UpgradeCall & Passed, upstream: Upstream): Promise<Outcome> {
+function tunnelStep(call: UpgradeCall & Slotted, upstream: Upstream): Promise<Outcome> {
   const { url, basePath, send, tunnels, flow } = upstream
   const { socket, head, req } = call
   const { path, query, snapshot } = call.gate

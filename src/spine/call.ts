@@ -68,6 +68,14 @@ export interface Bodied extends Passed {
   body: ForwardBody
 }
 
+declare const slotHeld: unique symbol
+/**
+ * After its slot step: a slot at the server is held (SPEC §9). Only such a call may be
+ * forwarded (forwardStep, the upgrade's tunnelStep ask for it), so a story that skips the slot
+ * does not compile. A mark for the compiler alone: nothing is added to the record.
+ */
+export type Slotted = Passed & { readonly [slotHeld]: true }
+
 /** What a step hands on: the next record, or the outcome of the answer it wrote. */
 export type Next<T> = T | Outcome | Promise<T | Outcome>
 /** What a story ends with. */

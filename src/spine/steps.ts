@@ -12,7 +12,15 @@ import type { UpstreamShares } from '../protect/upstream-shares.js'
 import { sizeCheckFor } from '../size/actions.js'
 import { sizedBody, sizedQuery, STREAMED, type SizeDeps, type SizedBody } from '../size/body.js'
 import type { Account } from './accounting.js'
-import { grow, upstreamMsOf, type Arrived, type Bodied, type Next, type Passed } from './call.js'
+import {
+  grow,
+  upstreamMsOf,
+  type Arrived,
+  type Bodied,
+  type Next,
+  type Passed,
+  type Slotted,
+} from './call.js'
 
 // The steps of a call's story, each on the record of its floor (spine/call.ts). Plain requests
 // (app.ts) and WebSocket upgrades (websocket.ts) run the same gate, key share and slot steps;
@@ -195,18 +203,18 @@ export function keyShareStep<C extends Passed>(call: C, flow: Flow): Next<C> {
 }
 
 /** SPEC §9: a slot at the server (the web UI's calls first; none within queue_ms: 503, given back). */
-export function slotStep<C extends Passed>(call: C, flow: Flow): Next<C> {
+export function slotStep<C extends Passed>(call: C, flow: Flow): Next<C & Slotted> {
   const { admission, snapshot } = call.gate
   // Synchronous when a slot is free (always, without `protect`): no promise, no closure.
   const slot = flow.guard.slot(admission, call.reply.client)
   if (!(slot instanceof Promise)) {
     call.held.ticket = slot.ticket
-    return call
+    return call as C & Slotted
   }
-  return slot.then((s): C | Outcome => {
+  return slot.then((s): (C & Slotted) | Outcome => {
     if (s.result === 'granted') {
       call.held.ticket = s.ticket
-      return call
+      return call as C & Slotted
     }
     call.givenBack = s.givenBack === true
     if (s.result === 'cancelled') return { kind: 'client_aborted', upstreamMs: null }
