@@ -103,9 +103,6 @@ function waiting(gw: GatewayProcess): number {
   return lastWaiting
 }
 
-const OTHER = `/api-gateway/api/v2/dtables/1b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a20/rows/`
-const WEB_UI = '/workspace/1/dtable/Projects/'
-
 const storeKinds = ['memory', 'redis'] as const
 
 describe.each(storeKinds)('the in-flight ceiling, %s store', (kind) => {
@@ -176,141 +173,8 @@ describe.each(storeKinds)('the in-flight ceiling, %s store', (kind) => {
   })
 })
 
-describe('priority and one key share', () => {
-  const t = useHeldGateway(
-    () =>
-      'rate_limits: { base: 100/min, other: 100/min }\nprotect: { max_in_flight: 2, queue_ms: 5000, key_in_flight: 1 }'
-  )
-
-  it('serves a waiting web-UI call before three API calls that waited longer', async () => {
-    const first = [
-      send(t.gw.port, { path: rowsPath() }),
-      send(t.gw.port, { path: rowsPath('2b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22') }),
-    ]
-    await until(() => t.up.held.length === 2)
-    const api = ['3', '4', '5'].map((d) =>
-      send(t.gw.port, { path: rowsPath(`${d}b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a22`) })
-    )
-    await until(() => waiting(t.gw) === 3)
-    const ui = send(t.gw.port, { path: WEB_UI })
-    await until(() => waiting(t.gw) === 4)
-    t.up.release()
-    await until(() => t.up.order.length === 3)
-    expect(t.up.order[2]).toBe(WEB_UI)
-    t.up.setHolding(false)
-    t.up.release(true)
-    const all = await Promise.all([...first, ...api, ui])
-    expect(all.every((a) => a.status === 200)).toBe(true)
-    t.up.setHolding(true)
-  })
-
-  it('an exempt call never waits, even with every slot taken', async () => {
-    const held = [
-      send(t.gw.port, { path: rowsPath('6b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a26') }),
-      send(t.gw.port, { path: rowsPath('7b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a27') }),
-    ]
-    await until(() => t.up.held.length === 2)
-    // Answered while both slots are still held (a wait would end in the shed 503).
-    const ping = await send(t.gw.port, { path: '/api2/ping/' })
-    expect(ping.status).toBe(200)
-    expect(t.up.held.length).toBe(2)
-    t.up.release(true)
-    await Promise.all(held)
-  })
-
-  it('answers 429 with retry-after: 1 to a key that already has key_in_flight calls at the server, uncharged', async () => {
-    const path = rowsPath(UUID)
-    const held = send(t.gw.port, { path })
-    await until(() => t.up.held.length === 1)
-    const busy = await send(t.gw.port, { path })
-    expect(busy.status).toBe(429)
-    expect(busy.headers['retry-after']).toBe('1')
-    expect(JSON.parse(busy.body).error_msg).toMatch(/in progress/)
-    // Another key is not held back by it.
-    t.up.setHolding(false)
-    const other = await send(t.gw.port, { path: OTHER })
-    expect(other.status).toBe(200)
-    t.up.release(true)
-    const h = await held
-    const after = await send(t.gw.port, { path })
-    t.up.setHolding(true)
-    // The priority test charged this base once; then `held`, then `after`: the 429 was given back.
-    expect(Number(h.headers['x-ratelimit-remaining']) - 1).toBe(
-      Number(after.headers['x-ratelimit-remaining'])
-    )
-    const line = await t.gw.waitForLog((l) => l.outcome === 'key_in_flight')
-    expect(line).toMatchObject({ status: 429, given_back: true })
-  })
-
-  it('a List Rows call refused for its limit leaves its key’s place (the next call is not key_in_flight)', async () => {
-    const uuid = '8b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a28'
-    const tooMany = await send(t.gw.port, { path: rowsPath(uuid) + '&limit=5000' })
-    expect(tooMany.status).toBe(400)
-    t.up.setHolding(false)
-    const next = await send(t.gw.port, { path: rowsPath(uuid) })
-    t.up.setHolding(true)
-    expect(next.status).toBe(200)
-  })
-})
-
-describe('delay instead of 429 (rate_limits.delay_ms)', () => {
-  const t = useHeldGateway(
-    () => `rate_limits: { base: 2/s, delay_ms: 1500 }
-monthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, plan: tiny, bases: ["${UUID}"] } ] }`,
-    false
-  )
-
-  it('the third call of a 2/s window waits about a second and is served; its line carries delayed_ms', async () => {
-    const path = rowsPath('4b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a24')
-    expect((await send(t.gw.port, { path })).status).toBe(200)
-    expect((await send(t.gw.port, { path })).status).toBe(200)
-    const t0 = performance.now()
-    const third = await send(t.gw.port, { path })
-    const waited = performance.now() - t0
-    expect(third.status).toBe(200)
-    expect(waited).toBeGreaterThan(300)
-    expect(waited).toBeLessThan(1600)
-    const line = await t.gw.waitForLog(
-      (l) => typeof l.delayed_ms === 'number' && l.outcome === 'forwarded'
-    )
-    expect(line.delayed_ms as number).toBeGreaterThan(300)
-  })
-
-  it('a 101st waiter of one key is refused at once', async () => {
-    const path = rowsPath('5b0e9c7a-7a7e-4bb0-8d2c-0c5f3d6e1a25')
-    await send(t.gw.port, { path })
-    await send(t.gw.port, { path })
-    let waitersDone = 0
-    const waiters = Array.from({ length: 100 }, () =>
-      send(t.gw.port, { path }).then((a) => (waitersDone++, a))
-    )
-    // They wait out the window (about a second) while the 101st comes.
-    await new Promise((r) => setTimeout(r, 250))
-    const extra = await send(t.gw.port, { path })
-    expect(extra.status).toBe(429)
-    // At once: before any of the 100 came back from its wait (ordering, not a timer).
-    expect(waitersDone).toBe(0)
-    const rest = await Promise.all(waiters)
-    // After their wait, two more fit the window; the others get their 429.
-    expect(rest.filter((a) => a.status === 200).length).toBe(2)
-    expect(rest.filter((a) => a.status === 429).length).toBe(98)
-  })
-
-  it('a monthly 429 never waits', async () => {
-    // The team's quota (2) is used by the first two calls of its base.
-    await send(t.gw.port, { path: rowsPath() })
-    await send(t.gw.port, { path: rowsPath() })
-    await new Promise((r) => setTimeout(r, 1100))
-    const a = await send(t.gw.port, { path: rowsPath() })
-    expect(a.status).toBe(429)
-    const line = await t.gw.waitForLog(
-      (l) => l.outcome === 'monthly_limited' && l.request_id === a.headers['x-request-id']
-    )
-    expect(line.delayed_ms).toBeUndefined()
-  })
-})
-
-describe.each(storeKinds)('charge.server_errors, %s store', (kind) => {
+// The memory store's case runs in process (test/spine/protect.test.ts); here, Redis's.
+describe.each(['redis'] as const)('charge.server_errors, %s store', (kind) => {
   const db = useRedis()
   let up: Holding
   const gws: GatewayProcess[] = []

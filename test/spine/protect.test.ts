@@ -65,6 +65,21 @@ describe('SPEC §9 in process', () => {
     expect((await api.answer).status).toBe(200)
   })
 
+  it('an exempt call never waits, even with every slot taken', async () => {
+    const g = inProcess('protect: { max_in_flight: 1, queue_ms: 5000 }', {
+      upstream: (f) => (f.pathAndQuery.startsWith('/api2/ping') ? { status: 200 } : 'hold'),
+    })
+    const first = g.start('GET', rowsOf(A))
+    await g.tick()
+    expect(g.held).toHaveLength(1)
+    // Answered while the one slot is still held, with no time passing (a wait would shed it).
+    const ping = await g.call('GET', '/api2/ping/')
+    expect(ping.status).toBe(200)
+    expect(g.gw.protector.state().waiting).toMatchObject({ base: 0, other: 0 })
+    g.held[0]!.answer()
+    expect((await first.answer).status).toBe(200)
+  })
+
   it('key_in_flight: a second call of a busy key gets 429 with retry-after 1, given back; another key goes on', async () => {
     const g = inProcess('rate_limits: { base: 2/min }\nprotect: { key_in_flight: 1 }', {
       upstream: () => 'hold',
@@ -123,6 +138,21 @@ describe('SPEC §9 in process', () => {
     expect(refused.sync).toBe(true)
   })
 
+  it('delay_ms: a 101st waiter of one key is refused at once; after the wait two of the hundred fit, the rest get 429', async () => {
+    const g = inProcess('rate_limits: { base: 2/s, delay_ms: 1500 }')
+    expect((await g.call('GET', rowsOf(A))).status).toBe(200)
+    expect((await g.call('GET', rowsOf(A))).status).toBe(200)
+    const waiters = Array.from({ length: 100 }, () => g.start('GET', rowsOf(A)))
+    await g.tick()
+    const extra = await g.call('GET', rowsOf(A))
+    expect(extra.status).toBe(429)
+    expect(g.forwarded).toHaveLength(2)
+    g.clock.advance(1100)
+    const rest = await Promise.all(waiters.map((w) => w.answer))
+    expect(rest.filter((a) => a.status === 200)).toHaveLength(2)
+    expect(rest.filter((a) => a.status === 429)).toHaveLength(98)
+  })
+
   it('a client that leaves while its call waits out a delay frees its place and is not forwarded', async () => {
     const g = inProcess('rate_limits: { base: 1/s, delay_ms: 2000 }')
     await g.call('GET', rowsOf(A))
@@ -136,6 +166,70 @@ describe('SPEC §9 in process', () => {
     expect(g.requestLines().at(-1)).toMatchObject({ outcome: 'client_aborted' })
     expect(g.gw.protector.state().delayed).toEqual({ admitted: 0, refused: 0 })
   })
+
+  it('delay_ms: a monthly 429 never waits (the month does not free up within a delay)', async () => {
+    const g = inProcess(
+      `rate_limits: { base: 2/s, delay_ms: 1500 }\nmonthly: { enabled: true, plans: { tiny: { calls: 2 } }, teams: [ { id: small, plan: tiny, bases: ["${A}"] } ] }`
+    )
+    expect((await g.call('GET', rowsOf(A))).status).toBe(200)
+    expect((await g.call('GET', rowsOf(A))).status).toBe(200)
+    g.clock.advance(1100)
+    const month = await g.call('GET', rowsOf(A))
+    expect(month.status).toBe(429)
+    expect(month.sync).toBe(true)
+    const line = g.requestLines().at(-1)!
+    expect(line.outcome).toBe('monthly_limited')
+    expect(line.delayed_ms).toBeUndefined()
+  })
+
+  it('a client that leaves while it waits for a slot frees its place at once and is given back', async () => {
+    const g = inProcess(
+      'rate_limits: { base: 3/min }\nprotect: { max_in_flight: 1, queue_ms: 5000 }',
+      {
+        upstream: () => 'hold',
+      }
+    )
+    const first = g.start('GET', rowsOf(A))
+    await g.tick()
+    const leaving = g.start('GET', rowsOf(A))
+    await g.tick()
+    expect(g.gw.protector.state().waiting.base).toBe(1)
+    leaving.leave()
+    await leaving.answer
+    expect(g.gw.protector.state().waiting.base).toBe(0)
+    expect(g.requestLines().at(-1)).toMatchObject({ outcome: 'client_aborted', given_back: true })
+    g.held[0]!.answer()
+    await first.answer
+    // 3/min: the first and these two fit only because the one that left was given back.
+    for (let i = 0; i < 2; i++) {
+      const next = g.start('GET', rowsOf(A))
+      await g.tick()
+      g.held.at(-1)!.answer()
+      expect((await next.answer).status).toBe(200)
+    }
+  })
+
+  it.each([
+    [false, 'given back: a fourth call fits 3/min', [500, 500, 500, 200]],
+    [null, 'charged (the default): a fourth call is refused', [500, 500, 500, 429]],
+  ] as const)(
+    'charge.server_errors %s: three 500s are %s',
+    async (serverErrors, _said, statuses) => {
+      let status = 500
+      const charge = serverErrors === null ? '' : `charge: { server_errors: ${serverErrors} }`
+      const g = inProcess(`${charge}\nrate_limits: { base: 3/min }`, {
+        upstream: () => ({ status }),
+      })
+      const seen: (number | undefined)[] = []
+      for (let i = 0; i < 3; i++) seen.push((await g.call('GET', rowsOf(A))).status)
+      status = 200
+      seen.push((await g.call('GET', rowsOf(A))).status)
+      expect(seen).toEqual(statuses)
+      const failed = g.requestLines().filter((l) => l.status === 500)
+      expect(failed).toHaveLength(3)
+      expect(failed.every((l) => (l.given_back === true) === (serverErrors === false))).toBe(true)
+    }
+  )
 
   it('a step that throws: 500, one line, and the key place and slot it held are freed', async () => {
     let throwOnce = true
