@@ -1,7 +1,7 @@
 import { scriptBeside } from '../limiter/script.js'
 import type { Cluster, Redis } from 'ioredis'
 import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
-import { StoreError } from '../limiter/store-error.js'
+import { sendBatch } from '../limiter/batch-write.js'
 import { keys } from '../limiter/keys.js'
 import type { BatchId } from '../types.js'
 import { firstTime } from '../limiter/once.js'
@@ -97,7 +97,6 @@ export class MemoryReportStore implements ReportStore {
  * entry's flush and read run on one node. A flush is one pipeline per entry.
  */
 const REPORT_ADD = scriptBeside(import.meta.url, 'report-add', ['once'])
-type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
 
 export class RedisReportStore implements ReportStore {
   constructor(
@@ -114,23 +113,15 @@ export class RedisReportStore implements ReportStore {
   /** One script call per entry (its keys share a slot), each applied once per batch id. */
   async add(batch: ReportBatch, batchId: BatchId): Promise<void> {
     const ttlMs = (REPORT_DAYS + 1) * DAY_MS
-    const client = this.client as unknown as Record<string, AddCommand>
-    const add: AddCommand = (...a) => client['basegateReportAdd']!(...a)
-    const settled = await Promise.allSettled(
-      [...batch].map(([id, b]) => {
-        const day = dayOf(b.lastSeenMs)
-        const argv: (string | number)[] = [batchId.instance, batchId.seq, b.calls, b.lastSeenMs]
-        argv.push(ttlMs, KEYS_PER_DAY)
-        for (const [key, n] of b.keys) argv.push(key, n)
-        const ks = [this.k(id, `count:${day}`), this.k(id, `keys:${day}`), this.k(id, 'last')]
-        return add(3, ...ks, ...argv)
-      })
-    )
-    const failed = settled.find((r) => r.status === 'rejected')
-    if (failed !== undefined) {
-      const err = (failed as PromiseRejectedResult).reason as Error
-      throw new StoreError(`redis: ${err.message}`, { cause: err })
-    }
+    const calls = [...batch].map(([id, b]) => {
+      const day = dayOf(b.lastSeenMs)
+      const argv: (string | number)[] = [batchId.instance, batchId.seq, b.calls, b.lastSeenMs]
+      argv.push(ttlMs, KEYS_PER_DAY)
+      for (const [key, n] of b.keys) argv.push(key, n)
+      const ks = [this.k(id, `count:${day}`), this.k(id, `keys:${day}`), this.k(id, 'last')]
+      return { keys: ks, argv }
+    })
+    await sendBatch(this.client, 'basegateReportAdd', calls)
   }
 
   async read(entryIds: readonly string[], nowMs: number): Promise<Map<string, EntryUsage>> {

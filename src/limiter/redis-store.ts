@@ -20,8 +20,8 @@ import {
 import { keys } from './keys.js'
 import type { Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
-import { checkAnswers } from './pipeline.js'
 import { StoreError } from './store-error.js'
+import { sendBatch } from './batch-write.js'
 import { TurnBatch } from './turn-batch.js'
 
 /** SPEC §5: days are kept 400 days (a ledger: past its month's end). */
@@ -477,7 +477,7 @@ export class RedisStore implements LimiterStore {
     return won === 1
   }
 
-  /** ledger-add.lua on each ledger of the batch: a pipeline, or one call per key on a Cluster. */
+  /** ledger-add.lua on each ledger of the batch, through the batch writer (batch-write.ts). */
   async addToLedger(batch: LedgerBatch, id: BatchId): Promise<void> {
     const calls: { keys: string[]; argv: (string | number)[] }[] = []
     for (const [key, { ref, days, doubts }] of batch) {
@@ -494,14 +494,7 @@ export class RedisStore implements LimiterStore {
         }
       calls.push({ keys: names, argv })
     }
-    if (calls.length === 0) return
-    if (this.opts.cluster) {
-      await Promise.all(calls.map((c) => this.call('basegateLedgerAdd', c.keys, c.argv)))
-      return
-    }
-    const pipeline = this.client.pipeline() as unknown as ScriptPipeline
-    for (const c of calls) pipeline['basegateLedgerAdd']!(c.keys.length, ...c.keys, ...c.argv)
-    checkAnswers(await this.timed(pipeline.exec()), calls.length)
+    await sendBatch(this.client, 'basegateLedgerAdd', calls, undefined, (p) => this.timed(p))
   }
 
   /** give-back.lua on one slot's windows; see its header for the arguments. */

@@ -2,7 +2,8 @@ import { scriptBeside } from '../limiter/script.js'
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
-import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
+import { indexShards } from '../limiter/pipeline.js'
+import { sendBatch } from '../limiter/batch-write.js'
 import { daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
 import { firstTime } from '../limiter/once.js'
@@ -201,7 +202,6 @@ interface ShapeWrite {
 }
 
 const SHAPE_ADD = scriptBeside(import.meta.url, 'shape-add', ['once'])
-type AddCommand = (...args: (string | number)[]) => Promise<number>
 /** Key-days written per pipeline. */
 const CHUNK = 500
 /** Key-days per script call (its arguments stay far under Lua's unpack and Redis's limits). */
@@ -270,27 +270,12 @@ export class RedisShapeStore implements ShapeStore {
       }
       for (const g of bySlot.values()) calls.push(...packed(g))
     } else calls.push(...packed(piece))
-    const argsOf = (ws: ShapeWrite[]): (string | number)[] => {
-      const out: (string | number)[] = [ws.length]
-      for (const w of ws) out.push(w.key)
-      out.push(id.instance, id.seq)
-      for (const w of ws) for (const a of w.args) out.push(a)
-      return out
-    }
-    const c = this.client as unknown as Record<string, AddCommand>
-    if (this.client instanceof Cluster) {
-      const cluster = this.client
-      await Promise.all([
-        ...calls.map((ws) => c['basegateShapeAdd']!(...(argsOf(ws) as [number, ...string[]]))),
-        ...writeIndexOnCluster(cluster, shards),
-      ])
-      return
-    }
-    const p = this.client.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> &
-      ReturnType<Redis['pipeline']>
-    for (const ws of calls) p['basegateShapeAdd']!(...argsOf(ws))
-    const sent = calls.length + queueIndex(p, shards)
-    checkAnswers(await p.exec(), sent)
+    const scriptCalls = calls.map((ws) => {
+      const argv: (string | number)[] = [id.instance, id.seq]
+      for (const w of ws) for (const a of w.args) argv.push(a)
+      return { keys: ws.map((w) => w.key), argv }
+    })
+    await sendBatch(this.client, 'basegateShapeAdd', scriptCalls, shards)
   }
 
   async seriesOf(day: string, max: number): Promise<{ series: string[]; more: boolean }> {

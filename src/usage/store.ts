@@ -1,7 +1,8 @@
 import { scriptBeside } from '../limiter/script.js'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
-import { checkAnswers, indexShards, queueIndex, writeIndexOnCluster } from '../limiter/pipeline.js'
+import { indexShards } from '../limiter/pipeline.js'
+import { sendBatch } from '../limiter/batch-write.js'
 import { addDays, daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
 import { firstTime } from '../limiter/once.js'
@@ -120,11 +121,6 @@ export class MemoryUsageStore implements UsageStore {
 
 const USAGE_ADD = scriptBeside(import.meta.url, 'usage-add', ['once'])
 
-type AddCommand = (keys: number, ...args: (string | number)[]) => Promise<number>
-type AddPipeline = Record<string, (keys: number, ...args: (string | number)[]) => unknown> & {
-  exec(): Promise<[Error | null, unknown][] | null>
-}
-
 /** One base's month, as one script call writes it. */
 interface Write {
   key: string
@@ -177,26 +173,16 @@ export class RedisUsageStore implements UsageStore {
    * adding a base again changes nothing), one SADD per index shard.
    */
   private async write(piece: Write[], id: BatchId): Promise<void> {
-    const args = (w: Write) => [w.key, id.instance, id.seq, w.expireAtMs, ...w.fields]
     const shards = indexShards(bases(piece), (w) => ({
       index: this.prefix + keys.usageIndex(w.month, w.uuid),
       member: w.uuid,
       expireAtMs: w.expireAtMs,
     }))
-    if (this.client instanceof Cluster) {
-      const cluster = this.client
-      const add: AddCommand = (...a) =>
-        (cluster as unknown as Record<string, AddCommand>)['basegateUsageAdd']!(...a)
-      await Promise.all([
-        ...piece.map((w) => add(1, ...args(w))),
-        ...writeIndexOnCluster(cluster, shards),
-      ])
-      return
-    }
-    const p = this.client.pipeline() as unknown as AddPipeline & ReturnType<Redis['pipeline']>
-    for (const w of piece) p['basegateUsageAdd']!(1, ...args(w))
-    const sent = piece.length + queueIndex(p, shards)
-    checkAnswers(await p.exec(), sent)
+    const calls = piece.map((w) => ({
+      keys: [w.key],
+      argv: [id.instance, id.seq, w.expireAtMs, ...w.fields],
+    }))
+    await sendBatch(this.client, 'basegateUsageAdd', calls, shards)
   }
 
   async read(uuid: string, from: string, to: string): Promise<Map<string, number>> {
