@@ -1,0 +1,64 @@
+#!/bin/bash
+# Two builds alone, side by side (issue #47's check when the bench's full table moves more than
+# the difference asked about): both gateways up at once on one redis-server and one upstream,
+# `wrk` on each in turn (the order alternating round by round), the CPU a request read from
+# /proc. Needs wrk, redis-server and `npm run build`.
+#
+#   BASE=/path/to/older/dist/src/main.js bash bench/pair.sh              # 1,000 rotating bases
+#   BASE=... SCENARIO=flood bash bench/pair.sh                           # one base over 10/min
+#   ROUNDS=8 SECS=6 CUR=dist/src/main.js                                 # the defaults
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CUR=${CUR:-dist/src/main.js}
+BASE=${BASE:?BASE=path/to/older/dist/src/main.js}
+ROUNDS=${ROUNDS:-8}
+SECS=${SECS:-6}
+SCENARIO=${SCENARIO:-rotating}
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
+free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
+if [ "$SCENARIO" = flood ]; then
+  LIMIT=10/min
+  echo 'request = function() return wrk.format("GET", "/api-gateway/api/v2/dtables/00000001-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1") end' > "$WORK/load.lua"
+else
+  LIMIT=10000000/min
+  cat > "$WORK/load.lua" <<'LUA'
+local uuids = {}
+for i = 1, 1000 do uuids[i] = string.format("%08x-0d3b-4c59-9a51-3e2d7c8b9a10", i) end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/api-gateway/api/v2/dtables/" .. uuids[(n % 1000) + 1] .. "/rows/?table_name=Table1")
+end
+LUA
+fi
+RPORT=$(free_port); UPORT=$(free_port); CPORT=$(free_port); BPORT=$(free_port)
+redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no > /dev/null &
+node dist/bench/upstream.js "$UPORT" > /dev/null &
+sleep 1
+conf() {
+  printf 'listen: { host: 127.0.0.1, port: %s }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "http://127.0.0.1:%s" }\nstore: { url: "redis://127.0.0.1:%s", prefix: "%s:" }\nrate_limits: { base: %s }\n' \
+    "$1" "$UPORT" "$RPORT" "$2" "$LIMIT" > "$WORK/$2.yaml"
+}
+conf "$CPORT" cur
+conf "$BPORT" base
+node "$CUR" --config "$WORK/cur.yaml" > /dev/null &
+CP=$!
+node "$BASE" --config "$WORK/base.yaml" > /dev/null &
+BP=$!
+sleep 3
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+for r in $(seq 1 "$ROUNDS"); do
+  order="cur base"
+  if [ $((r % 2)) = 0 ]; then order="base cur"; fi
+  for n in $order; do
+    if [ "$n" = cur ]; then pid=$CP port=$CPORT; else pid=$BP port=$BPORT; fi
+    c0=$(cpu "$pid")
+    out=$(wrk -t1 -c50 -d"${SECS}s" -s "$WORK/load.lua" "http://127.0.0.1:$port" 2>&1)
+    c1=$(cpu "$pid")
+    reqs=$(echo "$out" | awk '/requests in/ {print $1}')
+    rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    echo "round $r $n req/s $rate cpu_us_per_req $(((c1 - c0) * 1000000 / TICK / reqs))"
+  done
+done
