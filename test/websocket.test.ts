@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { inProcess } from './helpers/in-process.js'
+import { inProcess, type InProcess } from './helpers/in-process.js'
 
 // SPEC §4, §6, §9 in process (issue #48): an Upgrade runs the plain request's steps (gate, key
 // share, slot) and its answers of ours go to the raw socket. On the fake clock with a stub
@@ -10,16 +10,28 @@ import { inProcess } from './helpers/in-process.js'
 const SOCKET = '/socket.io/?EIO=4&transport=websocket'
 const PAGE = '/dtable/workspace/1/'
 
+/** An answer of ours on the raw socket: its status, retry-after 1, closed, its message and line. */
+function saidOnSocket(
+  g: InProcess,
+  a: Awaited<ReturnType<InProcess['upgrade']>>,
+  want: { status: number; message: string; line: Record<string, unknown> }
+): void {
+  expect(a.status).toBe(want.status)
+  expect(a.headers).toMatchObject({ 'retry-after': '1', connection: 'close' })
+  expect(JSON.parse(a.body).error_msg).toBe(want.message)
+  expect(g.requestLines().at(-1)).toMatchObject({ ...want.line, status: want.status })
+}
+
 describe('a WebSocket upgrade in process', () => {
   it('a busy key (key_in_flight): 429 with retry-after on the raw socket, connection closed, one line; the key goes on once free', async () => {
     const g = inProcess('protect: { key_in_flight: 1 }', { upstream: () => 'hold' })
     const page = g.start('GET', PAGE)
     await g.tick()
-    const busy = await g.upgrade(SOCKET)
-    expect(busy.status).toBe(429)
-    expect(busy.headers).toMatchObject({ 'retry-after': '1', connection: 'close' })
-    expect(JSON.parse(busy.body).error_msg).toBe('too many calls of this key are in progress')
-    expect(g.requestLines().at(-1)).toMatchObject({ outcome: 'key_in_flight', status: 429 })
+    saidOnSocket(g, await g.upgrade(SOCKET), {
+      status: 429,
+      message: 'too many calls of this key are in progress',
+      line: { outcome: 'key_in_flight' },
+    })
     g.held[0]!.answer()
     await page.answer
     // The key's place is free: the upgrade passes every step and meets the server (port 1).
@@ -46,11 +58,11 @@ describe('a WebSocket upgrade in process', () => {
     g.clock.advance(499)
     await g.tick()
     g.clock.advance(1)
-    const shed = await waiting
-    expect(shed.status).toBe(503)
-    expect(shed.headers!['retry-after']).toBe('1')
-    expect(JSON.parse(shed.body).error_msg).toBe('the server is busy; try again shortly')
-    expect(g.requestLines().at(-1)).toMatchObject({ outcome: 'shed', waited_ms: 500 })
+    saidOnSocket(g, await waiting, {
+      status: 503,
+      message: 'the server is busy; try again shortly',
+      line: { outcome: 'shed', waited_ms: 500 },
+    })
     g.held[0]!.answer()
     await plain.answer
     // max_tunnels 1: had the shed upgrade kept its place, this one would get the tunnels' 503.
