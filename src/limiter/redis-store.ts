@@ -48,6 +48,12 @@ type ScriptPipeline = Record<string, (numKeys: number, ...args: (string | number
 /** A check's tag numbers wrap here (they fit a ring's four bytes, lua/ledger.lua). */
 const TAG_SEQS = 2 ** 31
 
+/** The index (1-based, as Lua's KEYS) of `key` in `names` from `from` on, appended if missing. */
+function keyIndex(names: string[], key: string, from: number): number {
+  const j = names.indexOf(key, from)
+  return (j === -1 ? names.push(key) - 1 : j) + 1
+}
+
 /** check.lua's argument that holds the deadline (see check()). */
 const DEADLINE_ARG = 2
 
@@ -269,29 +275,29 @@ export class RedisStore implements LimiterStore {
 
   /**
    * Keys in KEYS order, and for each monthly window the index (1-based) of its team quota key
-   * and, on a tagged check, of its ledger's ring for this store (0 where none).
+   * and, with `rings` (a charging check), of its ledger's ring for this store (0 where none);
+   * `monthly`: whether any window is a month (a charging check with one is tagged).
    */
   private keysOf(
     charges: readonly Charge[],
-    tagged: boolean
-  ): { keys: string[]; quotaAt: number[]; ringAt: number[] } {
+    rings: boolean
+  ): { keys: string[]; quotaAt: number[]; ringAt: number[]; monthly: boolean } {
     const prefix = this.opts.prefix
     const n = charges.length
     const names: string[] = new Array(n)
     const quotaAt: number[] = new Array(n)
     const ringAt: number[] = new Array(n)
+    let monthly = false
     for (let i = 0; i < n; i++) names[i] = prefix + charges[i]!.key
-    const at = (full: string) => {
-      const j = names.indexOf(full, n)
-      return (j === -1 ? names.push(full) - 1 : j) + 1 // Lua's KEYS is 1-based
-    }
     for (let i = 0; i < n; i++) {
       const c = charges[i]!
-      quotaAt[i] = c.kind === 'monthly' ? at(prefix + c.quotaKey) : 0
-      ringAt[i] =
-        c.kind === 'monthly' && tagged ? at(prefix + keys.ledgerRing(c.key, this.storeId)) : 0
+      quotaAt[i] = ringAt[i] = 0
+      if (c.kind !== 'monthly') continue
+      monthly = true
+      quotaAt[i] = keyIndex(names, prefix + c.quotaKey, n)
+      if (rings) ringAt[i] = keyIndex(names, prefix + keys.ledgerRing(c.key, this.storeId), n)
     }
-    return { keys: names, quotaAt, ringAt }
+    return { keys: names, quotaAt, ringAt, monthly }
   }
 
   private async call(script: string, keys: string[], argv: (string | number)[]): Promise<number[]> {
@@ -349,11 +355,11 @@ export class RedisStore implements LimiterStore {
       keys = plain.keys
       argv = plain.argv.slice()
     } else {
+      const k = this.keysOf(charges, !opts.peek)
       // A charging check with a month is tagged: check.lua notes the tag where it charged, so
       // an owed call whose check went unanswered is written only if the check did not charge it.
-      if (!opts.peek && charges.some((c) => c.kind === 'monthly'))
+      if (k.monthly && !opts.peek)
         tag = { store: this.storeId, seq: (this.tagSeq = (this.tagSeq % TAG_SEQS) + 1) }
-      const k = this.keysOf(charges, tag !== undefined)
       keys = k.keys
       argv = [BUCKETS_PER_WINDOW, opts.peek ? 1 : 0, 0, tag?.seq ?? 0]
       for (let i = 0; i < n; i++) {
@@ -486,12 +492,12 @@ export class RedisStore implements LimiterStore {
       const argv: (string | number)[] = [id.instance, id.seq, keepUntil(ref), days.size]
       for (const [day, n] of days) argv.push(`d${day}`, n)
       for (const [day, tags] of doubts ?? [])
-        for (const t of tags) {
-          const ring = this.opts.prefix + keys.ledgerRing(key, t.store)
-          let at = names.indexOf(ring)
-          if (at === -1) at = names.push(ring) - 1
-          argv.push(`d${day}`, at + 1, t.seq)
-        }
+        for (const t of tags)
+          argv.push(
+            `d${day}`,
+            keyIndex(names, this.opts.prefix + keys.ledgerRing(key, t.store), 1),
+            t.seq
+          )
       calls.push({ keys: names, argv })
     }
     await sendBatch(this.client, 'basegateLedgerAdd', calls, undefined, (p) => this.timed(p))

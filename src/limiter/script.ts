@@ -23,5 +23,5 @@ export function scriptBeside(
   uses: readonly Shared[] = []
 ): string {
   const own = readFileSync(new URL(`./${name}.lua`, moduleUrl), 'utf8')
-  return uses.map(shared).join('\n') + (uses.length > 0 ? '\n' : '') + own
+  return [...uses.map(shared), own].join('\n')
 }

@@ -30,23 +30,16 @@ const CLOSE_POOL_MS = 2_000
 export interface Recorded {
   lost: 'usage_day_counts' | 'team_monthly_calls' | 'upgrade_report' | 'tuning_evidence'
   writer: BatchedFront<unknown>
-  /** How often it writes: the day counts' interval or the report's. */
-  every: 'usage' | 'report'
 }
 
 /** A process that serves the proxy port (alone, or as a worker). */
 export interface Proxy {
-  /** SPEC §8: the calls this process saw that an upgrade would break, batched to the store. */
-  recorder: UpgradeRecorder
-  /** SPEC §5: this process's calls per day, batched to the store. */
-  usage: UsageRecorder
-  /** SPEC §5: team calls no rate-limit script put in the ledger, batched to the store. */
-  ledger: LedgerRecorder
   /** SPEC §5: the month's 80 % and 100 % lines. */
   notices: MonthlyNotices
-  /** SPEC §11: how keys' calls fell in time, batched to the store. */
-  shapes: ShapeRecorder
-  /** The four above as one list: a flush, a start and a stop are one loop over it. */
+  /**
+   * This process's batched writers (the day counts, the teams' late calls, the tuning evidence,
+   * the upgrade report) as one list: a flush and a stop are one loop over it.
+   */
   recorders: readonly Recorded[]
   /** Store trouble, and what a stop could not write. */
   core: Core
@@ -169,14 +162,16 @@ function recordersOf(core: Core) {
         'tuning evidence: calls of key-days past the per-interval bound were not kept'
       ),
   })
+  usage.start(core.runtime.usageFlushMs)
+  shapes.start(core.runtime.usageFlushMs)
+  ledger.start(core.runtime.usageFlushMs)
+  recorder.start(core.runtime.reportFlushMs)
   const recorders: Recorded[] = [
-    { lost: 'usage_day_counts', writer: usage, every: 'usage' },
-    { lost: 'tuning_evidence', writer: shapes, every: 'usage' },
-    { lost: 'team_monthly_calls', writer: ledger, every: 'usage' },
-    { lost: 'upgrade_report', writer: recorder, every: 'report' },
+    { lost: 'usage_day_counts', writer: usage },
+    { lost: 'tuning_evidence', writer: shapes },
+    { lost: 'team_monthly_calls', writer: ledger },
+    { lost: 'upgrade_report', writer: recorder },
   ]
-  for (const r of recorders)
-    r.writer.start(r.every === 'usage' ? core.runtime.usageFlushMs : core.runtime.reportFlushMs)
   const noticeTrouble = 'a monthly quota notice could not be decided'
   const notices = new MonthlyNotices(core.stores.ledger, core.logger, {
     token: core.instance,
@@ -249,11 +244,7 @@ export function createProxy(core: Core): Proxy {
   }
   core.afterReload.push(reloadTls)
   return {
-    recorder,
-    usage,
-    ledger,
     notices,
-    shapes,
     recorders,
     core,
     forwarder,

@@ -45,9 +45,9 @@ export interface Flow {
 }
 
 /**
- * Frees what the call holds, each once: slot, upstream share, key's place, held body. Each part
- * is freed even when one before it throws (issue #48: a throw left the rest held); a throw is
- * logged, never passed on.
+ * Frees what the call holds, each once: slot, upstream share, key's place, held body, tunnel
+ * place. Each part is freed even when one before it throws (issue #48: a throw left the rest
+ * held); a throw is logged, never passed on.
  */
 export function release(call: Arrived, flow: Flow, upstreamMs: number | null): void {
   const h = call.held
