@@ -45,10 +45,26 @@ export function timelineOf(
   const counts: number[] = []
   let total = 0
   const sorted = [...days].sort((a, b) => a.startMs - b.startMs)
+  const put = (start: number, binMs: number, n: number) => {
+    starts.push(start)
+    ends.push(start + binMs)
+    counts.push(n)
+    total += n
+  }
   for (const d of sorted) {
+    // Most key-days are one part (one family): its hours as kept, no sum to build.
+    const only = d.parts.length === 1 ? d.parts[0]! : null
     const hours = new Set<number>()
     for (const p of d.parts) for (const h of p.hours.keys()) hours.add(h)
     for (const hour of [...hours].sort((a, b) => a - b)) {
+      const hourStart = d.startMs + hour * HOUR_MS
+      if (only !== null) {
+        const h = only.hours.get(hour)!
+        const binMs = LEVEL_FACTORS[h.level]! * BIN_MS
+        for (let i = 0; i < h.counts.length; i++)
+          if (h.counts[i] !== 0) put(hourStart + i * binMs, binMs, h.counts[i]!)
+        continue
+      }
       let level = 0
       for (const p of d.parts) level = Math.max(level, p.hours.get(hour)?.level ?? 0)
       const f = LEVEL_FACTORS[level]!
@@ -59,15 +75,8 @@ export function timelineOf(
         const k = f / LEVEL_FACTORS[h.level]!
         for (let i = 0; i < h.counts.length; i++) sum[Math.floor(i / k)]! += h.counts[i]!
       }
-      const hourStart = d.startMs + hour * HOUR_MS
-      for (let i = 0; i < sum.length; i++) {
-        const n = sum[i]!
-        if (n === 0) continue
-        starts.push(hourStart + i * f * BIN_MS)
-        ends.push(hourStart + (i + 1) * f * BIN_MS)
-        counts.push(n)
-        total += n
-      }
+      for (let i = 0; i < sum.length; i++)
+        if (sum[i] !== 0) put(hourStart + i * f * BIN_MS, f * BIN_MS, sum[i]!)
     }
   }
   return {

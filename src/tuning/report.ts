@@ -315,7 +315,8 @@ const KEYS_PER_READ = 256
 
 /**
  * Keys' shapes over the range, KEYS_PER_READ keys at a time; `each` sees one key's shapes
- * (families kept: `keep`, all when absent), then they are let go (memory holds one chunk).
+ * (families kept: `keep`, all when absent), then they are let go. The next chunk is read while
+ * this one is judged (the store works on its own core meanwhile), so memory holds two chunks.
  */
 async function eachKeyShapes(
   store: ShapeStore,
@@ -325,8 +326,7 @@ async function eachKeyShapes(
   each: (key: string, shapes: KeyShapes) => void,
   keep?: (key: string, family: string) => boolean
 ): Promise<void> {
-  let chunk: string[] = []
-  const run = async () => {
+  const fetch = async (chunk: readonly string[]): Promise<Map<string, KeyShapes>> => {
     const perDay = new Map<number, string[]>()
     for (const key of chunk) {
       for (const packed of index.byKey.get(key) ?? []) {
@@ -353,14 +353,34 @@ async function eachKeyShapes(
         list.push({ startMs: d.startMs, day: d.id, shape })
       }
     }
-    for (const key of chunk) each(key, byKey.get(key) ?? new Map())
-    chunk = []
+    return byKey
   }
-  for (const key of keys) {
-    chunk.push(key)
-    if (chunk.length >= KEYS_PER_READ) await run()
+  const chunks = function* () {
+    let chunk: string[] = []
+    for (const key of keys) {
+      chunk.push(key)
+      if (chunk.length >= KEYS_PER_READ) {
+        yield chunk
+        chunk = []
+      }
+    }
+    if (chunk.length > 0) yield chunk
   }
-  if (chunk.length > 0) await run()
+  let pending: { chunk: string[]; shapes: Promise<Map<string, KeyShapes>> } | null = null
+  for (const chunk of chunks()) {
+    const shapes = fetch(chunk)
+    // Awaited in the next turn; a failure meanwhile is not an unhandled rejection.
+    shapes.catch(() => {})
+    if (pending !== null) {
+      const got = await pending.shapes
+      for (const key of pending.chunk) each(key, got.get(key) ?? new Map())
+    }
+    pending = { chunk, shapes }
+  }
+  if (pending !== null) {
+    const got = await pending.shapes
+    for (const key of pending.chunk) each(key, got.get(key) ?? new Map())
+  }
 }
 
 /** The timeline of some of a key's families (every day of the range). */

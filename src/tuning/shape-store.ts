@@ -202,6 +202,10 @@ interface ShapeWrite {
 }
 
 const SHAPE_ADD = scriptBeside(import.meta.url, 'shape-add', ['once'])
+const SHAPE_READ = scriptBeside(import.meta.url, 'shape-read')
+/** Key-days per read call. */
+const PER_READ = 128
+type ReadCommand = (numKeys: number, ...keys: string[]) => Promise<Buffer[][]>
 /** Key-days written per pipeline. */
 const CHUNK = 500
 /** Key-days per script call (its arguments stay far under Lua's unpack and Redis's limits). */
@@ -214,6 +218,7 @@ export class RedisShapeStore implements ShapeStore {
     private readonly prefix: string
   ) {
     client.defineCommand('basegateShapeAdd', { lua: SHAPE_ADD })
+    client.defineCommand('basegateShapeRead', { lua: SHAPE_READ })
   }
 
   private key(sid: string, day: string): string {
@@ -296,40 +301,77 @@ export class RedisShapeStore implements ShapeStore {
   }
 
   async read(day: string, series: readonly string[]): Promise<Map<string, ShapeDay>> {
-    // One pipeline (one write) on one Redis: a report reads many key-days of a day at once.
-    let hashes: Record<string, Buffer>[]
-    if (this.client instanceof Cluster || series.length < 2)
-      hashes = await Promise.all(series.map((s) => this.client.hgetallBuffer(this.key(s, day))))
-    else {
+    // A report reads many key-days of a day at once: PER_READ per script call, on one Redis in
+    // one pipeline (one write), on a Cluster grouped by slot.
+    const ks = series.map((s) => this.key(s, day))
+    const groups: number[][] = []
+    if (this.client instanceof Cluster) {
+      const bySlot = new Map<number, number[]>()
+      ks.forEach((k, i) => {
+        const slot = calculateSlot(k)
+        const g = bySlot.get(slot)
+        if (g === undefined) bySlot.set(slot, [i])
+        else g.push(i)
+      })
+      for (const g of bySlot.values())
+        for (let j = 0; j < g.length; j += PER_READ) groups.push(g.slice(j, j + PER_READ))
+    } else
+      for (let j = 0; j < ks.length; j += PER_READ)
+        groups.push(ks.slice(j, j + PER_READ).map((_, n) => j + n))
+    const readOf = (on: unknown) =>
+      (on as Record<string, ReadCommand>)['basegateShapeReadBuffer']!.bind(on)
+    let answers: Buffer[][][]
+    if (this.client instanceof Cluster || groups.length < 2) {
+      const read = readOf(this.client)
+      answers = await Promise.all(groups.map((g) => read(g.length, ...g.map((i) => ks[i]!))))
+    } else {
       const p = this.client.pipeline()
-      for (const s of series) p.hgetallBuffer(this.key(s, day))
-      const answers = (await p.exec()) ?? []
-      hashes = answers.map(([err, h]) => {
+      const read = readOf(p)
+      for (const g of groups) read(g.length, ...g.map((i) => ks[i]!))
+      answers = ((await p.exec()) ?? []).map(([err, a]) => {
         if (err) throw err
-        return h as Record<string, Buffer>
+        return a as Buffer[][]
       })
     }
     const out = new Map<string, ShapeDay>()
-    series.forEach((s, i) => {
-      const h = hashes[i]!
-      const t = h['t']
-      if (t === undefined) return
-      const d: ShapeDay = {
-        total: Number(t.toString()),
-        refusedRate: Number(h['r']?.toString() ?? 0),
-        refusedMonthly: Number(h['m']?.toString() ?? 0),
-        hours: new Map(),
-      }
-      for (const [f, v] of Object.entries(h))
-        if (/^h\d\d$/.test(f)) d.hours.set(Number(f.slice(1)), decodeHour(v))
-      // What the script has not folded yet, folded as it would be.
-      for (const [f, v] of Object.entries(h)) {
-        if (!/^a\d\d$/.test(f)) continue
-        const hour = Number(f.slice(1))
-        d.hours.set(hour, addToHour(d.hours.get(hour) ?? null, decodeLog(v)))
-      }
-      out.set(s, d)
-    })
+    groups.forEach((g, gi) =>
+      g.forEach((i, n) => {
+        const d = shapeDayOf(answers[gi]![n]!)
+        if (d !== null) out.set(series[i]!, d)
+      })
+    )
     return out
   }
+}
+
+const digit = (b: number | undefined) => b !== undefined && b >= 48 && b <= 57
+
+/**
+ * A key-day's hash (HGETALL's field, value list) as a ShapeDay; null when it holds no total.
+ * Fields by their bytes: `t`, `r`, `m`, `hHH` (an hour kept), `aHH` (calls not folded yet).
+ */
+function shapeDayOf(h: readonly Buffer[]): ShapeDay | null {
+  let total: Buffer | undefined
+  let refusedRate = 0
+  let refusedMonthly = 0
+  const hours = new Map<number, Hour>()
+  let logs: [number, Buffer][] | null = null
+  for (let i = 0; i + 1 < h.length; i += 2) {
+    const f = h[i]!
+    const v = h[i + 1]!
+    if (f.length === 1) {
+      if (f[0] === 0x74 /* t */) total = v
+      else if (f[0] === 0x72 /* r */) refusedRate = Number(v.toString())
+      else if (f[0] === 0x6d /* m */) refusedMonthly = Number(v.toString())
+    } else if (f.length === 3 && digit(f[1]) && digit(f[2])) {
+      const hour = (f[1]! - 48) * 10 + (f[2]! - 48)
+      if (f[0] === 0x68 /* h */) hours.set(hour, decodeHour(v))
+      else if (f[0] === 0x61 /* a */) (logs ??= []).push([hour, v])
+    }
+  }
+  if (total === undefined) return null
+  // What the script has not folded yet, folded as it would be (once every kept hour is read).
+  for (const [hour, v] of logs ?? [])
+    hours.set(hour, addToHour(hours.get(hour) ?? null, decodeLog(v)))
+  return { total: Number(total.toString()), refusedRate, refusedMonthly, hours }
 }

@@ -31,6 +31,16 @@ export interface Hour {
 
 export const binsAt = (level: number): number => BINS_PER_HOUR / LEVEL_FACTORS[level]!
 
+/** Bytes of n as a LEB128 varint. */
+const varintBytes = (n: number): number => {
+  let b = 1
+  while (n >= 128) {
+    n = Math.floor(n / 128)
+    b++
+  }
+  return b
+}
+
 function varint(out: number[], n: number): void {
   while (n >= 128) {
     out.push((n % 128) + 128)
@@ -53,6 +63,28 @@ export function encodeHour(h: Hour): Buffer {
     last = i
   }
   return Buffer.from(sparse.length < dense.length ? sparse : dense)
+}
+
+/**
+ * Bins a fresh level-0 hour can hold and still fit HOUR_CAP: each a gap (at most 720, two
+ * bytes) and a count (a 32-bit count, at most five), after the two-byte head.
+ */
+const FEW_BINS = Math.floor((HOUR_CAP - 2) / 7)
+
+/** encodeHour(h).length, without building either encoding (the fold asks it at every level). */
+export function encodedLength(h: Hour): number {
+  let dense = 2
+  let sparse = 2
+  let last = -1
+  for (let i = 0; i < h.counts.length; i++) {
+    const n = h.counts[i]!
+    if (n < 128) dense++
+    else dense += varintBytes(n)
+    if (n === 0) continue
+    sparse += varintBytes(i - last) + varintBytes(n)
+    last = i
+  }
+  return Math.min(sparse, dense)
 }
 
 /**
@@ -121,11 +153,16 @@ export function coarsen(h: Hour, level: number): Hour {
  * finest level, from the kept one on, whose encoding fits HOUR_CAP.
  */
 export function addToHour(kept: Hour | null, bins: ReadonlyMap<number, number>): Hour {
-  let h: Hour = kept ?? { level: 0, counts: new Uint32Array(BINS_PER_HOUR) }
-  h = { level: h.level, counts: h.counts.slice() }
+  // One array per call (a fresh hour's is the copy): an hour's 2.9 KB is most of a fold's cost.
+  let h: Hour =
+    kept === null
+      ? { level: 0, counts: new Uint32Array(BINS_PER_HOUR) }
+      : { level: kept.level, counts: kept.counts.slice() }
   const f = LEVEL_FACTORS[h.level]!
   for (const [bin, n] of bins) h.counts[Math.floor(bin / f)]! += n
-  while (h.level < LEVEL_FACTORS.length - 1 && encodeHour(h).length > HOUR_CAP)
+  // A fresh hour of at most FEW_BINS bins fits at level 0 whatever its counts: no length to ask.
+  if (kept === null && bins.size <= FEW_BINS) return h
+  while (h.level < LEVEL_FACTORS.length - 1 && encodedLength(h) > HOUR_CAP)
     h = coarsen(h, h.level + 1)
   return h
 }

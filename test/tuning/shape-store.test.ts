@@ -8,9 +8,11 @@ import {
   BINS_PER_HOUR,
   coarsen,
   decodeHour,
+  encodedLength,
   encodeFreshHour,
   encodeHour,
   HOUR_CAP,
+  LEVEL_FACTORS,
   type Hour,
 } from '../../src/tuning/shape.js'
 import {
@@ -73,6 +75,40 @@ describe('an hour of a key-day (tuning/shape.ts)', () => {
     expect(encodeHour(addToHour(null, new Map([[5, 1]]))).length).toBeLessThan(6)
   })
 
+  it("tells an encoding's length without building it, at every level and for every count size", () => {
+    const rnd = seeded(13)
+    for (const [n, max] of [
+      [0, 1],
+      [1, 1],
+      [40, 127],
+      [40, 128],
+      [300, 20_000],
+      [720, 3],
+      [2000, 2 ** 31],
+    ] as const) {
+      const fine = addToHour(null, randomBins(rnd, n, max))
+      for (let level = fine.level; level < LEVEL_FACTORS.length; level++) {
+        const h = coarsen(fine, level)
+        expect(encodedLength(h)).toBe(encodeHour(h).length)
+      }
+    }
+  })
+
+  it('a fresh hour of up to 292 bins fits at level 0 whatever its counts (no length asked)', () => {
+    // 292 bins of the largest count a bin holds, spread over the hour.
+    const widest = new Map(Array.from({ length: 292 }, (_, i) => [i * 2 + 1, 2 ** 32 - 1]))
+    const h = addToHour(null, widest)
+    expect(h.level).toBe(0)
+    expect(encodeHour(h).length).toBeLessThanOrEqual(HOUR_CAP)
+    // And random ones, as wide (the bound is the worst a gap and a count can take, so loose).
+    const rnd = seeded(19)
+    for (let i = 0; i < 50; i++) {
+      const bins = new Map<number, number>()
+      while (bins.size < 292) bins.set(Math.floor(rnd() * BINS_PER_HOUR), 2 ** 32 - 1 - i)
+      expect(encodeHour(addToHour(null, bins)).length).toBeLessThanOrEqual(HOUR_CAP)
+    }
+  })
+
   it('past HOUR_CAP an hour is kept coarser, and the level it ends at does not depend on the order of the adds', () => {
     const rnd = seeded(9)
     // A flood: thousands of calls a second in every bin (no real key's hour needs more than 5 s).
@@ -125,6 +161,42 @@ describe('the store of shapes', () => {
     expect((await redis.seriesOf('2026-11-20', 10)).series).toEqual([sid])
   })
 
+  it('reads many key-days in one call each as the in-memory store does: kept hours, logs not yet folded, absent keys', async () => {
+    const redis = new RedisShapeStore(db.client(), `${db.redis.prefix}many:`)
+    const memory = new MemoryShapeStore()
+    const rnd = seeded(17)
+    const sids = Array.from(
+      { length: 300 },
+      (_, i) => `base:0b${String(i).padStart(30, '0')}\tGET /api-gateway/api/v2/dtables/<u>/rows/`
+    )
+    for (let seq = 1; seq <= 3; seq++) {
+      const series = new Map(
+        sids
+          .filter((_, i) => i % 7 !== 0) // every seventh never written: absent from the answer
+          .map((sid, i) => [
+            sid,
+            {
+              total: seq + i,
+              refusedRate: i % 3,
+              refusedMonthly: i % 2,
+              // Some hours pass the log's cap and are folded, most stay a log.
+              hours: new Map([
+                [i % 24, randomBins(rnd, i % 11 === 0 ? 400 : 2, 50)],
+                [(i + 5) % 24, randomBins(rnd, 1, 3)],
+              ]),
+            },
+          ])
+      )
+      const b = new Map([['2026-11-21', { dayEndMs: Date.parse('2026-11-22T00:00:00Z'), series }]])
+      await redis.add(b, { instance: 'p', seq })
+      await memory.add(b, { instance: 'p', seq })
+    }
+    const fromRedis = await redis.read('2026-11-21', sids)
+    const fromMemory = await memory.read('2026-11-21', sids)
+    expect(fromRedis.size).toBe(sids.length - Math.ceil(sids.length / 7))
+    expect(fromRedis).toEqual(fromMemory)
+  })
+
   it('the same calls through two instances give the same report as through one', async () => {
     const yaml = (base: string) => `rate_limits: { base: ${base} }`
     const snap = (y: string) => {
@@ -173,6 +245,63 @@ describe('the store of shapes', () => {
     expect(pair).toEqual(solo)
     expect(solo.sections[0]!.calls).toBe(6000)
     expect(solo.sections[0]!.candidate_refused.hi).toBeGreaterThan(0)
+  })
+})
+
+describe('a report over a store that fails (SPEC §11)', () => {
+  it("is refused with the store's error, whichever chunk it fails on, and the read ahead is never an unhandled rejection", async () => {
+    const snap = (y: string) => {
+      const r = parseConfig(y, {})
+      if (!r.ok) throw new Error('config')
+      return compileSnapshot(r.config)
+    }
+    const DAY = '2026-11-20'
+    const series = new Map(
+      Array.from({ length: 1000 }, (_, i) => [
+        `base:0c${String(i).padStart(30, '0')}\tGET /api-gateway/api/v2/dtables/<u>/rows/`,
+        {
+          total: 3,
+          refusedRate: 0,
+          refusedMonthly: 0,
+          hours: new Map([[9, new Map([[i % 720, 3]])]]),
+        },
+      ])
+    )
+    // Reads are made a chunk ahead: the failing one is read while an earlier one is judged.
+    for (const failOn of [1, 2, 4]) {
+      const store = new MemoryShapeStore()
+      await store.add(new Map([[DAY, { dayEndMs: Date.parse('2026-11-21T00:00:00Z'), series }]]), {
+        instance: 'p',
+        seq: 1,
+      })
+      let reads = 0
+      const read = store.read.bind(store)
+      // The failing read answers at once, the others later: it fails while one is awaited.
+      store.read = async (day, ids) => {
+        if (++reads === failOn) throw new Error(`read ${failOn} failed`)
+        await new Promise((r) => setTimeout(r, 5))
+        return read(day, ids)
+      }
+      const unhandled: unknown[] = []
+      const onUnhandled = (e: unknown) => unhandled.push(e)
+      process.on('unhandledRejection', onUnhandled)
+      try {
+        await expect(
+          tuneReport({
+            running: snap('rate_limits: { base: 30/min }'),
+            candidate: snap('rate_limits: { base: 12/min }'),
+            store,
+            days: 1,
+            nowMs: Date.parse('2026-11-20T12:00:00Z'),
+          })
+        ).rejects.toThrow(`read ${failOn} failed`)
+        await new Promise((r) => setImmediate(r))
+      } finally {
+        process.off('unhandledRejection', onUnhandled)
+      }
+      expect(reads).toBeGreaterThanOrEqual(failOn)
+      expect(unhandled).toEqual([])
+    }
   })
 })
 
