@@ -2,6 +2,7 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { until } from '../helpers/until.js'
 import { useRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
@@ -52,7 +53,11 @@ describe('a client that leaves while its call waits for an upstream connection',
   it('does not keep the upstream connection: the next call is answered, and SIGTERM ends the process', async () => {
     // The one upstream connection is busy for 600 ms.
     const slow = send(gw.port, { path: SLOW })
-    await new Promise((r) => setTimeout(r, 100))
+    await until(
+      'the slow call at the server',
+      () => up.seen,
+      (seen) => seen.some((x) => x.url === SLOW)
+    )
     // This call queues behind it; its client leaves before a connection comes free.
     const gone = connect(gw.port, '127.0.0.1')
     await new Promise<void>((r) => gone.once('connect', () => r()))
@@ -104,13 +109,13 @@ describe('a client that leaves while its call is being checked', () => {
     gone.write(`GET ${path.replace('table_name=T', 'table_name=gone')} HTTP/1.1\r\nhost: x\r\n\r\n`)
     await new Promise((r) => setTimeout(r, 150))
     gone.destroy()
-    await new Promise((r) => setTimeout(r, 600)) // the pause is over; the check has answered
+    // The pause ends, the check answers, and the call finds its client gone: its request line
+    // says so (status 0), as for any client that leaves.
+    const line = await gw.waitForLog((l) => l.outcome === 'client_aborted')
+    expect(line).toMatchObject({ class: 'base', status: 0, msg: 'client went away' })
     const next = await answerWithin(gw.port, path, 4_000)
     expect(next?.status).toBe(200)
     expect(up.seen.filter((s) => s.url.includes('table_name=gone'))).toEqual([])
-    // Its request line says the client went away (status 0), as for any client that leaves.
-    const line = await gw.waitForLog((l) => l.outcome === 'client_aborted')
-    expect(line).toMatchObject({ class: 'base', status: 0, msg: 'client went away' })
   }, 20_000)
 })
 
@@ -141,7 +146,11 @@ describe('a client that stays but takes none of its answer', () => {
     await new Promise<void>((r) => reader.once('connect', () => r()))
     reader.pause() // reads nothing: the answer backs up to the gateway
     reader.write('GET /api2/repos/big/ HTTP/1.1\r\nhost: x\r\n\r\n')
-    await new Promise((r) => setTimeout(r, 100))
+    await until(
+      'the big call at the server',
+      () => up.seen,
+      (seen) => seen.some((x) => x.url === '/api2/repos/big/')
+    )
     // Still connected, still not reading: SPEC §4, the answer was read from the server as fast
     // as it came (held for the reader), so the one upstream connection serves the next call at
     // once, before the reader is cut.

@@ -52,7 +52,22 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
       })
     )
     await agent.close()
-    expect(statuses.filter((s) => s === 200).length).toBe(60)
+    const admitted = statuses.filter((s) => s === 200).length
+    // Exact while the store answers. A call the store failed (an error, or past timeout_ms on a
+    // loaded box) is decided by its instance's fallback (on_error: open, SPEC §1), which may
+    // admit it: 62 for 60 once in CI, under the whole suite. So the fallback's decisions are
+    // read, and only they may add to the limit.
+    let fallbacks = 0
+    for (const g of gws) {
+      const text = (await send(g.adminPort, { path: '/metrics' })).body
+      fallbacks += Number(/^basegate_store_fallback_decisions_total (\S+)$/m.exec(text)?.[1])
+    }
+    expect(Number.isFinite(fallbacks)).toBe(true)
+    if (fallbacks === 0) expect(admitted).toBe(60)
+    else {
+      expect(admitted).toBeGreaterThanOrEqual(60)
+      expect(admitted).toBeLessThanOrEqual(60 + fallbacks)
+    }
   })
 
   it('the IP ceiling (another slot) and the base windows stay all or nothing', async () => {
@@ -93,7 +108,8 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
         path: rowsPath(TEAM_BASE),
         headers: { 'x-forwarded-for': `10.34.0.${k}` },
       })
-    await new Promise((r) => setTimeout(r, 900)) // both 300 ms flushes
+    // A read of an instance's usage writes what it holds first: both, before any is judged.
+    for (const g of gws) await admin(g, `/v1/usage/history?base=${TEAM_BASE}&from=${day}&to=${day}`)
     for (const [i, u] of bases.entries()) {
       const r = await admin(gws[i % 2]!, `/v1/usage/history?base=${u}&from=${day}&to=${day}`)
       expect(JSON.parse(r.body).days).toEqual([{ date: day, calls: 1 + (i % 3), credited: 0 }])
@@ -149,8 +165,7 @@ describe('upgrade-report on a password-protected Redis Cluster (regression)', ()
       expect(
         (await send(gw.port, { path: `/dtable-server/api/v1/dtables/${U}/rows/` })).status
       ).toBe(200)
-    await new Promise((r) => setTimeout(r, 400))
-    await gw.stop() // the command reads the store itself when no admin API answers
+    await gw.stop() // its stop writes what it holds; the command reads the store itself
     const r = await runOnce(['upgrade-report', '--to', '6.2', '--config', gw.configFile])
     expect(r.stderr).toBe('')
     expect(r.code).toBe(0)

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { holds as until } from '../helpers/until.js'
 
 // Issue #31 items 1 and 4, issue #39 item 1 (SPEC §4 "Held bodies are bounded, and a head
 // alone holds nothing", `100 Continue`): the scenarios scaled down. Per process: 400 kB in
@@ -91,14 +92,6 @@ async function metric(gw: GatewayProcess, name: string): Promise<number> {
   const line = text.split('\n').find((l) => l.startsWith(name + ' '))
   if (line !== undefined) return Number(line.slice(name.length + 1))
   return name.includes('{') ? 0 : NaN
-}
-
-const until = async (cond: () => Promise<boolean> | boolean, ms = 5000) => {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await new Promise((r) => setTimeout(r, 25))
-  }
 }
 
 describe('held bodies are bounded, and a head alone holds nothing (issues #31 item 1, #39 item 1)', () => {

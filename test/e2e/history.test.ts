@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runOnce, startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { until } from '../helpers/until.js'
 import { useInstances } from '../helpers/instances.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
@@ -223,8 +224,12 @@ describe('the upgrade report, shared by two instances on one Redis', () => {
       body: '{"view_name":"V"}',
       headers: { 'content-type': 'application/json' },
     })
-    await new Promise((r) => setTimeout(r, 400)) // b's batch is written
-    const r = JSON.parse((await send(a.adminPort, { path: '/v1/upgrade-report?to=6.2' })).body)
+    // b's batch is written on its interval; a's when its report is asked for.
+    const r = await until(
+      "b's batch",
+      async () => JSON.parse((await send(a.adminPort, { path: '/v1/upgrade-report?to=6.2' })).body),
+      (r) => r.entries.find((e: { id: string }) => e.id === 'dtable-server-removed')?.calls === 5
+    )
     expect(r.from).toBe('5.1')
     expect(r.to).toBe('6.2')
     const byId = Object.fromEntries(r.entries.map((e: { id: string }) => [e.id, e]))

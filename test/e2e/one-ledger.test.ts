@@ -2,6 +2,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { until } from '../helpers/until.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
@@ -177,11 +178,18 @@ monthly:
     for (let i = 0; i < 3; i++)
       expect((await send(g2.port, { path: rows(GLOBEX) })).status).toBe(200)
     expect((await send(g1.port, { path: rows(GLOBEX) })).status).toBe(429)
-    await new Promise((r) => setTimeout(r, 500))
-    const usedUp = gws
-      .flatMap((g) => g.logs)
-      .filter((l) => l.msg === 'monthly quota used up' && l.team === 'globex')
-    expect(usedUp).toHaveLength(2)
+    const usedUp = () =>
+      gws
+        .flatMap((g) => g.logs)
+        .filter((l) => l.msg === 'monthly quota used up' && l.team === 'globex')
+    await until('the second "used up"', usedUp, (ls) => ls.length >= 2)
+    // Each notice is logged as its call is decided; a later call's line on each instance says
+    // every earlier line of it has arrived.
+    for (const g of gws) {
+      await send(g.port, { path: '/after-the-notices' })
+      await g.waitForLog((l) => l.path === '/after-the-notices')
+    }
+    expect(usedUp()).toHaveLength(2)
   })
 
   it('the export: every team and base of the range in one answer, by Basic login as a browser opens it; to=9999-12-31 is today', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { until } from '../helpers/until.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #20 / SPEC §6: a token carried in a path never leaves basegate whole — not in the log
@@ -91,8 +92,11 @@ describe('tokens in paths', () => {
         }
       }
     }
-    await new Promise((r) => setTimeout(r, 200))
-    const lines = current.logs.filter((l) => l.status === 410)
+    const lines = await until(
+      'the request lines of the 410s',
+      () => current.logs.filter((l) => l.status === 410),
+      (ls) => ls.length >= TOKENS.length * 2
+    )
     expect(lines.length).toBe(TOKENS.length * 2)
     for (const token of TOKENS) expect(leaks(JSON.stringify(lines), token)).toBe(false)
     expect(
@@ -111,7 +115,7 @@ describe('tokens in paths', () => {
         path: `/api/v2.1/external-link-tokens/${token}/access-token/`,
       })
     }
-    await new Promise((r) => setTimeout(r, 400))
+    // The report writes what this instance holds before it reads.
     const text = (await send(old.adminPort, { path: '/v1/upgrade-report?to=6.2' })).body
     const report = JSON.parse(text)
     const entry = report.entries.find(

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send, UUID } from '../helpers/http.js'
 import { useRedis } from '../helpers/redis.js'
+import { holds as until } from '../helpers/until.js'
 
 // Issue #23 / SPEC §9: protecting the server, against the real process and a server that
 // records the calls it has in progress.
@@ -83,14 +84,6 @@ function useHeldGateway(yaml: () => string, holding = true) {
     await t.up?.close()
   })
   return t
-}
-
-const until = async (cond: () => boolean, ms = 5000) => {
-  const end = Date.now() + ms
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${cond.toString()}`)
-    await new Promise((r) => setTimeout(r, 10))
-  }
 }
 
 let lastWaiting = 0

@@ -10,6 +10,7 @@ import { send } from '../helpers/http.js'
 import { freePort } from '../helpers/ports.js'
 import { spawnRedisServer, startRedis, waitForPing, type TestRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { holds as until } from '../helpers/until.js'
 
 // Issue #46 (SPEC §4 as changed on 2026-11-28, "what strangers can hold"): each finding scaled
 // down and named after it, against the real process and real redis-servers, loopback addresses
@@ -19,14 +20,6 @@ async function metric(gw: GatewayProcess, name: string): Promise<number> {
   const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
   const line = text.split('\n').find((l) => l.startsWith(name + ' '))
   return line === undefined ? 0 : Number(line.slice(name.length + 1))
-}
-
-const until = async (cond: () => Promise<boolean> | boolean, ms = 10_000) => {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await new Promise((r) => setTimeout(r, 25))
-  }
 }
 
 /** A GET from `localAddress`: its status, body and time (0 when it failed). */
@@ -392,7 +385,7 @@ describe('finding 5: a few addresses cannot take every client connection', () =>
         await new Promise<void>((r) => s.once('connect', () => r()))
         idle.push(s)
       }
-    await new Promise((r) => setTimeout(r, 200))
+    await until(async () => (await metric(gw, 'basegate_connections_open')) >= 30)
     expect(await metric(gw, 'basegate_connections_open')).toBe(30)
     const fourth = await timedGet(gw.port, '/api2/ping/', '127.0.0.60')
     expect(fourth.status).toBe(200)

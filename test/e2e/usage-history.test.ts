@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { until } from '../helpers/until.js'
 import { useInstances } from '../helpers/instances.js'
 
 // Issue #33 (SPEC §5 "Usage over time", "Notices", credit): two instances on one redis-server.
@@ -36,7 +37,8 @@ monthly:
     for (let i = 0; i < 2; i++) await send(g2.port, { path: rows(A) })
     await send(g2.port, { path: rows(B) })
     for (let i = 0; i < 4; i++) await send(g1.port, { path: rows(LONE) })
-    await new Promise((r) => setTimeout(r, 800)) // the 300 ms flush of both
+    // A read of an instance's usage writes what it holds first: g1's here, g2's on the next.
+    await json(g1, `/v1/usage/history?base=${LONE}`)
     const team = await json(g2, '/v1/usage/history?team=acme')
     expect(team.key).toBe('team:acme')
     expect(team.from).toBe(`${today().slice(0, 7)}-01`)
@@ -149,7 +151,17 @@ monthly:
     const [g1, g2] = set.gws as [GatewayProcess, GatewayProcess]
     // The count is 0 after the credit: 10 calls, alternating, reach 80 % and then 100 %.
     for (let i = 0; i < 12; i++) await send((i % 2 === 0 ? g1 : g2).port, { path: rows(A) })
-    await new Promise((r) => setTimeout(r, 500))
+    // Each notice is logged as its call is decided; a later call's line on each instance says
+    // every earlier line of it has arrived.
+    await until(
+      'the "used up" notice',
+      () => [...g1.logs, ...g2.logs],
+      (ls) => ls.some((l) => l.msg === 'monthly quota used up')
+    )
+    for (const g of [g1, g2]) {
+      await send(g.port, { path: '/after-the-notices' })
+      await g.waitForLog((l) => l.path === '/after-the-notices')
+    }
     const lines = [...g1.logs, ...g2.logs]
     const eighty = lines.filter((l) => l.msg === 'monthly quota 80% used')
     const full = lines.filter((l) => l.msg === 'monthly quota used up')
@@ -188,7 +200,14 @@ describe('a killed process loses at most its last interval (issue #33)', () => {
   it('counts written before a SIGKILL stay; only the unwritten interval is lost', async () => {
     const g = set.gws[0]!
     for (let i = 0; i < 7; i++) await send(g.port, { path: rows(LONE) })
-    await new Promise((r) => setTimeout(r, 700)) // past the 300 ms interval
+    // The interval's write, seen through the other instance.
+    await until(
+      'the 300 ms write',
+      async () =>
+        (await json(other, `/v1/usage/history?base=${LONE}&from=${today()}&to=${today()}`)).days[0]
+          .calls,
+      (n) => n >= 7
+    )
     await send(g.port, { path: rows(LONE) }) // in an interval that the kill cuts short
     await g.stop('SIGKILL')
     const h = await json(other, `/v1/usage/history?base=${LONE}&from=${today()}&to=${today()}`)

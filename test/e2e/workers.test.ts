@@ -5,6 +5,7 @@ import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-
 import { rowsPath, send } from '../helpers/http.js'
 import { useRedis } from '../helpers/redis.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
+import { holds as until } from '../helpers/until.js'
 
 // Issue #14: `workers: N`. One primary (admin port, config file, reloads) and N proxy
 // processes sharing one listener, every one counting in the one store.
@@ -43,14 +44,6 @@ const alive = (pid: number): boolean => {
     return true
   } catch {
     return false
-  }
-}
-
-async function until(pred: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await pred())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    await new Promise((r) => setTimeout(r, 50))
   }
 }
 
