@@ -6,7 +6,9 @@ import { basename, dirname } from 'node:path'
 import { maskUrl } from '../mask-url.js'
 import { connectionCaps, openFileLimit } from './connection-caps.js'
 import { askServerInfo } from '../history/server-version.js'
-import type { Core } from './core.js'
+import { closeCore, type Core } from './core.js'
+import { closeServer } from './admin-server.js'
+import { reloadOnHangup, stopOnSignals } from './signals.js'
 
 // A serving process's life around its listeners: listening, the first word about the
 // upstream, watching the file, the summary line.
@@ -146,4 +148,38 @@ export function startSummary(core: Core, gather: () => Promise<void> = async () 
         else core.logger.info(line, 'usage summary')
       })
   )
+}
+
+/**
+ * What both ways of serving (one process, a primary and its workers) run once their listeners
+ * are up: the file watched, the summary timed, the signals handled (a stop: `drain` what
+ * serves, then the store, then the admin listener), and only then the listening line and the
+ * first word about the upstream.
+ */
+export function serveUntilStopped(
+  core: Core,
+  opts: {
+    proxy: AddressInfo
+    admin: AddressInfo
+    adminServer: Server
+    processes: number
+    drain: () => Promise<void>
+    /** Before each summary line: what the workers counted (a primary). */
+    gather?: () => Promise<void>
+  }
+): void {
+  const watcher = watchConfig(core)
+  const summaryTimer = startSummary(core, opts.gather)
+  stopOnSignals(core, async () => {
+    watcher?.close()
+    summaryTimer.cancel()
+    await opts.drain()
+    await closeCore(core)
+    await closeServer(opts.adminServer)
+  })
+  reloadOnHangup(core)
+  // Only now: a SIGHUP sent on seeing this line must find its handler (it would kill the
+  // process otherwise).
+  logListening(core, opts.proxy, opts.admin, opts.processes)
+  void probeUpstream(core)
 }

@@ -5,19 +5,11 @@ import type { Config } from '../types.js'
 import { WorkerPool } from './worker-pool.js'
 import { sumStates } from '../protect/protector.js'
 import { mergeCounts } from '../observe/status-recorder.js'
-import { closeServer, createAdmin } from './admin-server.js'
-import { bootCore, closeCore } from './core.js'
-import {
-  listenFailure,
-  listenOrExit,
-  logListening,
-  probeUpstream,
-  startSummary,
-  watchConfig,
-} from './lifecycle.js'
+import { createAdmin } from './admin-server.js'
+import { bootCore } from './core.js'
+import { listenFailure, listenOrExit, serveUntilStopped } from './lifecycle.js'
 import { DRAIN_MS } from './proxy-server.js'
 import type { Runtime } from './runtime.js'
-import { reloadOnHangup, stopOnSignals } from './signals.js'
 
 /**
  * `workers: N` (issue #14), the way nginx runs `worker_processes`: this primary reads the
@@ -59,18 +51,14 @@ export async function runPrimary(
     process.exit(1)
   }
   const a = await listenOrExit(core, admin, 'admin')
-  const watcher = watchConfig(core)
-  const summaryTimer = startSummary(core, async () => {
-    for (const c of await workers.ask('summary')) core.summary.absorb(c)
+  serveUntilStopped(core, {
+    proxy: p,
+    admin: a,
+    adminServer: admin,
+    processes: count,
+    drain: () => workers.drain(DRAIN_MS + 2_000),
+    gather: async () => {
+      for (const c of await workers.ask('summary')) core.summary.absorb(c)
+    },
   })
-  stopOnSignals(core, async () => {
-    watcher?.close()
-    summaryTimer.cancel()
-    await workers.drain(DRAIN_MS + 2_000)
-    await closeCore(core)
-    await closeServer(admin)
-  })
-  reloadOnHangup(core)
-  logListening(core, p, a, count)
-  void probeUpstream(core)
 }
