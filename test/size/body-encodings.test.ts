@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { describe, expect, it } from 'vitest'
+import { inProcess } from '../helpers/in-process.js'
 
 // Issue #31 items 2 and 3 (SPEC §4 "Body encodings"): a checked body in an encoding basegate does
-// not read is refused, and none of it reaches the server. Each case on a base of its own, so
+// not read is refused, and none of it reaches the server (in process: the gateway's own reading
+// of the body, a stub in place of the server). Each case on a base of its own, so
 // "forwarded nothing" is the stub having seen no request for that base.
 
 let n = 0
@@ -27,25 +26,16 @@ function multipart(
 }
 
 describe('bodies read as the server reads them, or refused (issue #31 items 2, 3)', () => {
-  let up: StubUpstream
-  let gw: GatewayProcess
-  const sawBase = (u: string) => up.seen.some((s) => s.url.includes(u))
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startGateway(testYaml(up.url, 'rate_limits: { base: unlimited }'))
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const g = inProcess('rate_limits: { base: unlimited }')
+  const sawBase = (u: string) => g.forwarded.some((f) => f.pathAndQuery.includes(u))
 
-  const post = (path: string, contentType: string, body: string, extra = {}) =>
-    send(gw.port, {
-      method: 'POST',
-      path,
+  const post = async (path: string, contentType: string, body: string, extra = {}) => {
+    const a = await g.call('POST', path, {
       headers: { 'content-type': contentType, ...extra },
       body,
     })
+    return { status: a.status!, body: a.body }
+  }
 
   const cases: [string, (u: string) => ReturnType<typeof post>, number, RegExp][] = [
     [
@@ -150,8 +140,8 @@ describe('bodies read as the server reads them, or refused (issue #31 items 2, 3
       expect(msg).toMatch(message)
       expect(msg).not.toMatch(/TypeError|undefined|Cannot read/)
       expect(sawBase(u)).toBe(false)
-      const line = await gw.waitForLog((l) => typeof l.path === 'string' && l.path.includes(u))
-      expect(line.status).toBe(status)
+      const line = g.requestLines().find((l) => typeof l.path === 'string' && l.path.includes(u))
+      expect(line?.status).toBe(status)
     })
   }
 
