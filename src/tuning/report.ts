@@ -285,6 +285,12 @@ interface RangeIndex {
 
 const FAMILY_BITS = 65_536
 
+/**
+ * A string of its own: V8 keeps a long slice as a view of the string it was cut from (100,000
+ * keys held ~10 MB of series ids this way). UTF-16 code units, so any string comes back whole.
+ */
+const ownString = (s: string): string => Buffer.from(s, 'utf16le').toString('utf16le')
+
 async function indexRange(store: ShapeStore, days: readonly Day[]): Promise<RangeIndex> {
   const byKey = new Map<string, number[]>()
   const familyIds = new Map<string, number>()
@@ -303,7 +309,8 @@ async function indexRange(store: ShapeStore, days: readonly Day[]): Promise<Rang
         familyIds.set(family, f)
       }
       const list = byKey.get(key)
-      if (list === undefined) byKey.set(key, [di * FAMILY_BITS + f])
+      // A key kept is copied out of its series id: V8's slice would keep the whole id alive.
+      if (list === undefined) byKey.set(ownString(key), [di * FAMILY_BITS + f])
       else list.push(di * FAMILY_BITS + f)
     }
   }
