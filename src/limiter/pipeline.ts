@@ -1,8 +1,24 @@
+import calculateSlot from 'cluster-key-slot'
 import type { Cluster } from 'ioredis'
 import { StoreError } from './store-error.js'
 
-// What the batched writers (the day counts, the tuning evidence, the late ledger) share about
-// writing to Redis: a day's or month's index kept as sets in shards, and a pipeline's answers.
+// What the store's writers and readers share about Redis: a Cluster's slots, a day's or
+// month's index kept as sets in shards, and a pipeline's answers.
+
+/**
+ * Indexes of the items, grouped by the Cluster slot of their key (the full key, prefix
+ * included), in order of first appearance: a script runs on one slot.
+ */
+export function slotGroups<T>(items: readonly T[], keyOf: (item: T) => string): number[][] {
+  const groups = new Map<number, number[]>()
+  for (let i = 0; i < items.length; i++) {
+    const slot = calculateSlot(keyOf(items[i]!))
+    const g = groups.get(slot)
+    if (g) g.push(i)
+    else groups.set(slot, [i])
+  }
+  return [...groups.values()]
+}
 
 /** Index sets to add members to, each with when it expires. */
 export type IndexShards = Map<string, { members: string[]; expireAtMs: number }>

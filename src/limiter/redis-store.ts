@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
 import { scriptBeside, type Shared } from './script.js'
-import calculateSlot from 'cluster-key-slot'
 import type { Cluster, Redis } from 'ioredis'
 import {
   BUCKETS_PER_WINDOW,
@@ -21,6 +20,7 @@ import { keys } from './keys.js'
 import type { Clock } from '../clock.js'
 import { admitNothing, toWindowState } from './decision.js'
 import { StoreError } from './store-error.js'
+import { slotGroups } from './pipeline.js'
 import { sendBatch } from './batch-write.js'
 import { TurnBatch } from './turn-batch.js'
 
@@ -174,16 +174,9 @@ export class RedisStore implements LimiterStore {
     return merge(charges.length, groups, parts)
   }
 
-  /** Indexes of the items, grouped by the Cluster slot of their key, in order of first appearance. */
+  /** Indexes of the items, grouped by the Cluster slot of their key (pipeline.ts). */
   private bySlot<T>(items: readonly T[], keyOf: (item: T) => string): number[][] {
-    const groups = new Map<number, number[]>()
-    for (let i = 0; i < items.length; i++) {
-      const slot = calculateSlot(this.opts.prefix + keyOf(items[i]!))
-      const g = groups.get(slot)
-      if (g) g.push(i)
-      else groups.set(slot, [i])
-    }
-    return [...groups.values()]
+    return slotGroups(items, (item) => this.opts.prefix + keyOf(item))
   }
 
   /**

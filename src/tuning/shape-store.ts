@@ -1,8 +1,7 @@
 import { scriptBeside } from '../limiter/script.js'
-import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
-import { indexShards } from '../limiter/pipeline.js'
+import { checkAnswers, indexShards, slotGroups } from '../limiter/pipeline.js'
 import { sendBatch } from '../limiter/batch-write.js'
 import { daysBetween } from '../quota/month.js'
 import type { BatchId } from '../types.js'
@@ -205,6 +204,7 @@ const SHAPE_ADD = scriptBeside(import.meta.url, 'shape-add', ['once'])
 const SHAPE_READ = scriptBeside(import.meta.url, 'shape-read')
 /** Key-days per read call. */
 const PER_READ = 128
+/** The read script (on a pipeline it queues, and its answer comes with exec). */
 type ReadCommand = (numKeys: number, ...keys: string[]) => Promise<Buffer[][]>
 /** Key-days written per pipeline. */
 const CHUNK = 500
@@ -264,17 +264,10 @@ export class RedisShapeStore implements ShapeStore {
       member: w.sid,
       expireAtMs: w.expireAtMs,
     }))
-    const calls: ShapeWrite[][] = []
-    if (this.client instanceof Cluster) {
-      const bySlot = new Map<number, ShapeWrite[]>()
-      for (const w of piece) {
-        const slot = calculateSlot(w.key)
-        const g = bySlot.get(slot)
-        if (g === undefined) bySlot.set(slot, [w])
-        else g.push(w)
-      }
-      for (const g of bySlot.values()) calls.push(...packed(g))
-    } else calls.push(...packed(piece))
+    const calls =
+      this.client instanceof Cluster
+        ? slotGroups(piece, (w) => w.key).flatMap((g) => packed(g.map((i) => piece[i]!)))
+        : packed(piece)
     const scriptCalls = calls.map((ws) => {
       const argv: (string | number)[] = [id.instance, id.seq]
       for (const w of ws) for (const a of w.args) argv.push(a)
@@ -302,36 +295,27 @@ export class RedisShapeStore implements ShapeStore {
 
   async read(day: string, series: readonly string[]): Promise<Map<string, ShapeDay>> {
     // A report reads many key-days of a day at once: PER_READ per script call, on one Redis in
-    // one pipeline (one write), on a Cluster grouped by slot.
+    // one pipeline (one write), on a Cluster per slot.
+    if (series.length === 0) return new Map()
     const ks = series.map((s) => this.key(s, day))
+    const slots = this.client instanceof Cluster ? slotGroups(ks, (k) => k) : [ks.map((_, i) => i)]
     const groups: number[][] = []
-    if (this.client instanceof Cluster) {
-      const bySlot = new Map<number, number[]>()
-      ks.forEach((k, i) => {
-        const slot = calculateSlot(k)
-        const g = bySlot.get(slot)
-        if (g === undefined) bySlot.set(slot, [i])
-        else g.push(i)
-      })
-      for (const g of bySlot.values())
-        for (let j = 0; j < g.length; j += PER_READ) groups.push(g.slice(j, j + PER_READ))
-    } else
-      for (let j = 0; j < ks.length; j += PER_READ)
-        groups.push(ks.slice(j, j + PER_READ).map((_, n) => j + n))
-    const readOf = (on: unknown) =>
-      (on as Record<string, ReadCommand>)['basegateShapeReadBuffer']!.bind(on)
+    for (const g of slots)
+      for (let j = 0; j < g.length; j += PER_READ) groups.push(g.slice(j, j + PER_READ))
+    const read = (on: unknown, g: number[]) =>
+      (on as Record<string, ReadCommand>)['basegateShapeReadBuffer']!(
+        g.length,
+        ...g.map((i) => ks[i]!)
+      )
     let answers: Buffer[][][]
-    if (this.client instanceof Cluster || groups.length < 2) {
-      const read = readOf(this.client)
-      answers = await Promise.all(groups.map((g) => read(g.length, ...g.map((i) => ks[i]!))))
-    } else {
+    if (this.client instanceof Cluster)
+      answers = await Promise.all(groups.map((g) => read(this.client, g)))
+    else {
       const p = this.client.pipeline()
-      const read = readOf(p)
-      for (const g of groups) read(g.length, ...g.map((i) => ks[i]!))
-      answers = ((await p.exec()) ?? []).map(([err, a]) => {
-        if (err) throw err
-        return a as Buffer[][]
-      })
+      for (const g of groups) void read(p, g)
+      const res = await p.exec()
+      checkAnswers(res, groups.length)
+      answers = res!.map(([, a]) => a as Buffer[][])
     }
     const out = new Map<string, ShapeDay>()
     groups.forEach((g, gi) =>
