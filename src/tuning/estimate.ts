@@ -1,5 +1,5 @@
 import { BUCKETS_PER_WINDOW } from '../types.js'
-import { BIN_MS, HOUR_MS, LEVEL_FACTORS, type ShapeDay } from './shape.js'
+import { BIN_MS, HOUR_MS, LEVEL_FACTORS, type Hour, type ShapeDay } from './shape.js'
 
 // SPEC §11 "how right": the calls a sliding window (SPEC §3) would have refused, from counts per
 // bin, as an interval that is sure to hold the true figure whatever the calls' places inside
@@ -42,47 +42,50 @@ export function timelineOf(
 ): Timeline {
   const starts: number[] = []
   const ends: number[] = []
-  const counts: number[] = []
+  const calls: number[] = []
   let total = 0
   const sorted = [...days].sort((a, b) => a.startMs - b.startMs)
-  const put = (start: number, binMs: number, n: number) => {
-    starts.push(start)
-    ends.push(start + binMs)
-    counts.push(n)
-    total += n
-  }
   for (const d of sorted) {
-    // Most key-days are one part (one family): its hours as kept, no sum to build.
-    const only = d.parts.length === 1 ? d.parts[0]! : null
     const hours = new Set<number>()
     for (const p of d.parts) for (const h of p.hours.keys()) hours.add(h)
     for (const hour of [...hours].sort((a, b) => a - b)) {
-      const hourStart = d.startMs + hour * HOUR_MS
-      if (only !== null) {
-        const h = only.hours.get(hour)!
-        const binMs = LEVEL_FACTORS[h.level]! * BIN_MS
-        for (let i = 0; i < h.counts.length; i++)
-          if (h.counts[i] !== 0) put(hourStart + i * binMs, binMs, h.counts[i]!)
-        continue
-      }
+      // The hour's parts (most hours have one: its counts are laid out as kept, no sum built).
+      let one: Hour | undefined
+      let several = false
       let level = 0
-      for (const p of d.parts) level = Math.max(level, p.hours.get(hour)?.level ?? 0)
-      const f = LEVEL_FACTORS[level]!
-      const sum = new Uint32Array(720 / f)
       for (const p of d.parts) {
         const h = p.hours.get(hour)
         if (h === undefined) continue
-        const k = f / LEVEL_FACTORS[h.level]!
-        for (let i = 0; i < h.counts.length; i++) sum[Math.floor(i / k)]! += h.counts[i]!
+        if (one === undefined) one = h
+        else several = true
+        level = Math.max(level, h.level)
       }
-      for (let i = 0; i < sum.length; i++)
-        if (sum[i] !== 0) put(hourStart + i * f * BIN_MS, f * BIN_MS, sum[i]!)
+      const f = LEVEL_FACTORS[level]!
+      let counts = one!.counts
+      if (several) {
+        counts = new Uint32Array(720 / f)
+        for (const p of d.parts) {
+          const h = p.hours.get(hour)
+          if (h === undefined) continue
+          const k = f / LEVEL_FACTORS[h.level]!
+          for (let i = 0; i < h.counts.length; i++) counts[Math.floor(i / k)]! += h.counts[i]!
+        }
+      }
+      const hourStart = d.startMs + hour * HOUR_MS
+      for (let i = 0; i < counts.length; i++) {
+        const n = counts[i]!
+        if (n === 0) continue
+        starts.push(hourStart + i * f * BIN_MS)
+        ends.push(hourStart + (i + 1) * f * BIN_MS)
+        calls.push(n)
+        total += n
+      }
     }
   }
   return {
     starts: Float64Array.from(starts),
     ends: Float64Array.from(ends),
-    counts: Uint32Array.from(counts),
+    counts: Uint32Array.from(calls),
     total,
   }
 }

@@ -373,21 +373,20 @@ async function eachKeyShapes(
     }
     if (chunk.length > 0) yield chunk
   }
-  let pending: { chunk: string[]; shapes: Promise<Map<string, KeyShapes>> } | null = null
+  type Read = { chunk: string[]; shapes: Promise<Map<string, KeyShapes>> }
+  const judge = async ({ chunk, shapes }: Read) => {
+    const got = await shapes
+    for (const key of chunk) each(key, got.get(key) ?? new Map())
+  }
+  let pending: Read | null = null
   for (const chunk of chunks()) {
-    const shapes = fetch(chunk)
-    // Awaited in the next turn; a failure meanwhile is not an unhandled rejection.
-    shapes.catch(() => {})
-    if (pending !== null) {
-      const got = await pending.shapes
-      for (const key of pending.chunk) each(key, got.get(key) ?? new Map())
-    }
-    pending = { chunk, shapes }
+    const next = { chunk, shapes: fetch(chunk) }
+    // Awaited once the chunk before is judged; a failure meanwhile is not an unhandled rejection.
+    next.shapes.catch(() => {})
+    if (pending !== null) await judge(pending)
+    pending = next
   }
-  if (pending !== null) {
-    const got = await pending.shapes
-    for (const key of pending.chunk) each(key, got.get(key) ?? new Map())
-  }
+  if (pending !== null) await judge(pending)
 }
 
 /** The timeline of some of a key's families (every day of the range). */
