@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { metricOf } from '../helpers/metrics.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
 // Issue #31 item 5 (SPEC §7): a state-changing admin call that a browser marks as sent from
@@ -31,13 +32,8 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
   const auth = { authorization: `Bearer ${TOKEN}` }
   const own = () => `http://127.0.0.1:${gw.adminPort}`
   // Reloads tried, as the process counts them (its answer, not a log line still in the pipe).
-  const reloads = async () => {
-    const m = (await send(gw.adminPort, { path: '/metrics', headers: auth })).body
-    let n = 0
-    for (const [, v] of m.matchAll(/^basegate_config_reloads_total\{[^}]*\} (\S+)$/gm))
-      n += Number(v)
-    return n
-  }
+  const reloads = async () =>
+    (await metricOf(gw.adminUrl, 'basegate_config_reloads_total', auth)) || 0
 
   it.each([
     ['an Origin of another site', { origin: 'http://evil.example' }],

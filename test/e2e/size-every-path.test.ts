@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { recordBodies, startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { metricOf } from '../helpers/metrics.js'
 
 // Issue #20 / SPEC §4: a size limit is a limit on an action, on every path of every API
 // generation, and a refused call never reaches the server: not its head, not a byte of its body.
@@ -272,11 +273,7 @@ describe('large refusals never reach the server', () => {
 })
 
 describe('the body buffer: past buffer_bytes a body waits in a temporary file', () => {
-  const metric = async (name: string) => {
-    const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
-    const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text)
-    return m === null ? NaN : Number(m[1])
-  }
+  const metric = (name: string) => metricOf(gw.adminUrl, name)
 
   it('spills a body over buffer_bytes, forwards it whole with its framing, and leaves no file', async () => {
     const before = await metric('basegate_body_spilled_total')

@@ -3,6 +3,7 @@ import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { metricOf } from '../helpers/metrics.js'
 
 // Issue #39 items 2-4 (SPEC §4 "Slow and idle clients never take what others need"): each
 // attack of the issue scaled down, against the real process, loopback addresses telling the
@@ -90,11 +91,7 @@ function drip(
   }
 }
 
-async function metric(gw: GatewayProcess, name: string): Promise<number> {
-  const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith(name + ' '))
-  return line === undefined ? 0 : Number(line.slice(name.length + 1))
-}
+const metric = async (gw: GatewayProcess, name: string) => (await metricOf(gw.adminUrl, name)) || 0
 
 describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => {
   let up: StubUpstream

@@ -11,16 +11,13 @@ import { freePort } from '../helpers/ports.js'
 import { spawnRedisServer, startRedis, waitForPing, type TestRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 import { holds as until } from '../helpers/until.js'
+import { metricOf } from '../helpers/metrics.js'
 
 // Issue #46 (SPEC §4 as changed on 2026-11-28, "what strangers can hold"): each finding scaled
 // down and named after it, against the real process and real redis-servers, loopback addresses
 // telling the clients apart.
 
-async function metric(gw: GatewayProcess, name: string): Promise<number> {
-  const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith(name + ' '))
-  return line === undefined ? 0 : Number(line.slice(name.length + 1))
-}
+const metric = async (gw: GatewayProcess, name: string) => (await metricOf(gw.adminUrl, name)) || 0
 
 /** A GET from `localAddress`: its status, body and time (0 when it failed). */
 function timedGet(
