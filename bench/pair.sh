@@ -42,9 +42,9 @@ conf() {
 }
 conf "$CPORT" cur
 conf "$BPORT" base
-node "$CUR" --config "$WORK/cur.yaml" > /dev/null &
+node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
 CP=$!
-node "$BASE" --config "$WORK/base.yaml" > /dev/null &
+node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
 BP=$!
 sleep 3
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }

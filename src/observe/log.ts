@@ -45,7 +45,7 @@ const PIPE_BUF = 4096
 const MAX_WRITE = 16 * 1024
 
 /**
- * stdout, asynchronously, a turn's lines at a time (line-batch.ts). To a pipe or a socket (a
+ * stdout, asynchronously, a few milliseconds of lines at a time (line-batch.ts). To a pipe or a socket (a
  * container's log, journald, a log shipper), a libuv stream on fd 1: its writes are made on the
  * loop's own thread and never block it (a reader that falls behind leaves them queued in the
  * stream); SonicBoom's asynchronous writes went through the thread pool, a hand-off and a

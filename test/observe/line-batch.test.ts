@@ -17,33 +17,61 @@ function recorder() {
   }
 }
 
-const turn = () => new Promise((r) => setImmediate(r))
+const LINGER = 20
+const linger = () => new Promise((r) => setTimeout(r, LINGER + 5))
 
-describe('LineBatch (issue #26: a turn’s first line at once, the rest as one write)', () => {
-  it('writes a turn’s first line at once and the rest as one write at its end, in order', async () => {
+describe('LineBatch (issues #26, #47: a few milliseconds of lines as one write)', () => {
+  it('holds lines for lingerMs and writes them as one write, in order, across turns', async () => {
     const r = recorder()
-    const b = new LineBatch(r.sink, 4096)
-    for (let i = 0; i < 20; i++) b.write(`{"n":${i}}\n`)
-    expect(r.writes).toEqual(['{"n":0}\n'])
-    await turn()
-    expect(r.writes).toHaveLength(2)
-    expect(r.writes.join('').split('\n').slice(0, -1)).toEqual(
+    const b = new LineBatch(r.sink, 4096, LINGER)
+    for (let i = 0; i < 10; i++) b.write(`{"n":${i}}\n`)
+    await new Promise((res) => setImmediate(res))
+    for (let i = 10; i < 20; i++) b.write(`{"n":${i}}\n`)
+    // Two turns have passed: nothing is written before the linger ends.
+    expect(r.writes).toEqual([])
+    await linger()
+    expect(r.writes).toHaveLength(1)
+    expect(r.writes[0]!.split('\n').slice(0, -1)).toEqual(
       Array.from({ length: 20 }, (_, i) => `{"n":${i}}`)
     )
-    // The next turn starts afresh: its first line goes at once again.
+    // The timer is armed again by the next line, and only by it.
+    await linger()
+    expect(r.writes).toHaveLength(1)
     b.write('{"n":20}\n')
-    expect(r.writes).toHaveLength(3)
+    expect(r.writes).toHaveLength(1)
+    await linger()
+    expect(r.writes).toEqual([r.writes[0], '{"n":20}\n'])
+  })
+
+  it('writes at once when the next line would pass maxBytes, without waiting for the linger', () => {
+    const r = recorder()
+    const b = new LineBatch(r.sink, 30, 60_000)
+    b.write('{"a":"0123456789"}\n') // 19 bytes
+    expect(r.writes).toEqual([])
+    b.write('{"b":"0123456789"}\n')
+    expect(r.writes).toEqual(['{"a":"0123456789"}\n'])
+    b.flush()
+    expect(r.writes).toEqual(['{"a":"0123456789"}\n', '{"b":"0123456789"}\n'])
+  })
+
+  it('does not keep a process alive: its timer is unreferenced', () => {
+    const r = recorder()
+    const b = new LineBatch(r.sink, 4096, 60_000)
+    b.write('{}\n')
+    const timer = (b as unknown as { timer: NodeJS.Timeout }).timer
+    expect(timer.hasRef()).toBe(false)
+    b.flush()
   })
 
   it('never writes more than maxBytes at once, and never part of a line', async () => {
     const r = recorder()
-    const b = new LineBatch(r.sink, 100)
+    const b = new LineBatch(r.sink, 100, LINGER)
     const lines = Array.from(
       { length: 30 },
       (_, i) => `{"line":${i},"pad":"${'x'.repeat(i % 7)}"}\n`
     )
     for (const l of lines) b.write(l)
-    await turn()
+    await linger()
     expect(r.writes.length).toBeGreaterThan(1)
     for (const w of r.writes) {
       expect(Buffer.byteLength(w)).toBeLessThanOrEqual(100)
@@ -54,15 +82,15 @@ describe('LineBatch (issue #26: a turn’s first line at once, the rest as one w
 
   it('measures bytes, not characters: lines of several-byte characters still fit a write', async () => {
     const r = recorder()
-    const b = new LineBatch(r.sink, 64)
+    const b = new LineBatch(r.sink, 64, LINGER)
     // 20 characters, 60 bytes each: two lines are 40 characters but 120 bytes.
     const line = '€'.repeat(19) + '\n'
     b.write('{}\n')
     b.write(line)
     b.write(line)
     b.write(line)
-    await turn()
-    expect(r.writes).toEqual(['{}\n', line, line, line])
+    await linger()
+    expect(r.writes).toEqual(['{}\n' + line, line, line])
   })
 
   it('flush() hands over what is held at once and flushes the sink', () => {
@@ -71,7 +99,7 @@ describe('LineBatch (issue #26: a turn’s first line at once, the rest as one w
     b.write('{"a":1}\n')
     b.write('{"a":2}\n')
     b.flush()
-    expect(r.writes).toEqual(['{"a":1}\n', '{"a":2}\n'])
+    expect(r.writes).toEqual(['{"a":1}\n{"a":2}\n'])
     expect(r.flushed()).toBe(1)
   })
 })
