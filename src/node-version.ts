@@ -1,21 +1,8 @@
-import { readFileSync } from 'node:fs'
+import { packageJson } from './version.js'
 
 // Issue #41: /usr/bin/node on Debian 12 is Node 18, below what basegate is tested on. A start
 // on a Node below package.json's `engines` says so in one line and exits 2, before anything
 // else loads.
-
-/** package.json, from the built dist/src/ or from src/ (tests). */
-function packageJson(): { engines?: { node?: string } } {
-  for (const up of ['../../package.json', '../package.json']) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8'))
-      if (pkg.name === 'basegate') return pkg
-    } catch {
-      // not there: the other place
-    }
-  }
-  return {}
-}
 
 /** The lowest Node version `engines.node` (">=X.Y.Z") admits. */
 export function minimumNode(): string {

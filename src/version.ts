@@ -1,9 +1,19 @@
 import { readFileSync } from 'node:fs'
 
-/** The package's version (one source: package.json). */
-export function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version: string
+/** package.json (one source for the version and `engines`), from the built dist/src/ or from src/ (tests). */
+export function packageJson(): { version?: string; engines?: { node?: string } } {
+  for (const up of ['../../package.json', '../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8'))
+      if (pkg.name === 'basegate') return pkg
+    } catch {
+      // not there: the other place
+    }
   }
-  return pkg.version
+  return {}
+}
+
+/** The package's version. */
+export function version(): string {
+  return packageJson().version ?? 'unknown'
 }

@@ -4,8 +4,8 @@ import { inProcess, type InProcess } from './helpers/in-process.js'
 // SPEC §4, §6, §9 in process (issue #48): an Upgrade runs the plain request's steps (gate, key
 // share, slot) and its answers of ours go to the raw socket. On the fake clock with a stub
 // server that holds plain calls; no upgrade here reaches a server (those that pass the steps
-// meet port 1 and are answered 502). The tunnel itself, against a running process:
-// test/e2e/websocket.test.ts.
+// meet port 1 and are answered 502). The tunnel itself, through the real listeners:
+// test/process/live/websocket.test.ts.
 
 const SOCKET = '/socket.io/?EIO=4&transport=websocket'
 const PAGE = '/dtable/workspace/1/'

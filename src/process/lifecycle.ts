@@ -150,6 +150,17 @@ export function startSummary(core: Core, gather: () => Promise<void> = async () 
   )
 }
 
+/** A stop, once the file and the summary are let go: `drain` what serves, the store, the admin listener. */
+export async function closeServing(
+  core: Core,
+  adminServer: Server,
+  drain: () => Promise<void>
+): Promise<void> {
+  await drain()
+  await closeCore(core)
+  await closeServer(adminServer)
+}
+
 /**
  * What both ways of serving (one process, a primary and its workers) run once their listeners
  * are up: the file watched, the summary timed, the signals handled (a stop: `drain` what
@@ -173,9 +184,7 @@ export function serveUntilStopped(
   stopOnSignals(core, async () => {
     watcher?.close()
     summaryTimer.cancel()
-    await opts.drain()
-    await closeCore(core)
-    await closeServer(opts.adminServer)
+    await closeServing(core, opts.adminServer, opts.drain)
   })
   reloadOnHangup(core)
   // Only now: a SIGHUP sent on seeing this line must find its handler (it would kill the

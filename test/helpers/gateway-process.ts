@@ -9,23 +9,72 @@ import { fileURLToPath } from 'node:url'
 
 export const MAIN = fileURLToPath(new URL('../../dist/src/main.js', import.meta.url))
 
-export interface GatewayProcess {
-  proc: ChildProcess
+/** A running gateway, in a process of its own (startGateway) or in the test's (live.ts). */
+export interface Gateway {
   port: number
   adminPort: number
   url: string
   adminUrl: string
   configFile: string
-  /** Every JSON line the process logged so far. */
+  /** Every JSON line the gateway logged so far. */
   logs: Record<string, unknown>[]
-  stderr: () => string
   /** Waits for a log line matching `pred`. */
   waitForLog(
     pred: (l: Record<string, unknown>) => boolean,
     timeoutMs?: number
   ): Promise<Record<string, unknown>>
-  /** Sends a signal and resolves with the exit code. */
+  /** Stops it (a signal to a process) and resolves with the exit code (0 in process). */
   stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+export interface GatewayProcess extends Gateway {
+  proc: ChildProcess
+  stderr: () => string
+}
+
+/** The lines a gateway logged, and waiting for one; `more` says what else to print on a miss. */
+export function logLines(more: () => string = () => '') {
+  const logs: Record<string, unknown>[] = []
+  const waiters: {
+    pred: (l: Record<string, unknown>) => boolean
+    resolve: (l: Record<string, unknown>) => void
+  }[] = []
+  function add(obj: Record<string, unknown>): void {
+    logs.push(obj)
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i]!.pred(obj)) waiters.splice(i, 1)[0]!.resolve(obj)
+    }
+  }
+  function waitForLog(pred: (l: Record<string, unknown>) => boolean, timeoutMs = 10_000) {
+    const found = logs.find(pred)
+    if (found) return Promise.resolve(found)
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      const t = setTimeout(
+        () =>
+          reject(new Error(`no such log line; ${more()}logs: ${JSON.stringify(logs.slice(-5))}`)),
+        timeoutMs
+      )
+      waiters.push({ pred, resolve: (l) => (clearTimeout(t), resolve(l)) })
+    })
+  }
+  /** Adds every whole line of `text` (JSON, or `{unparsed}`); returns what is left of a line. */
+  function addText(text: string): string {
+    let buf = text
+    let nl: number
+    while ((nl = buf.indexOf('\n')) !== -1) {
+      const line = buf.slice(0, nl)
+      buf = buf.slice(nl + 1)
+      let obj: Record<string, unknown>
+      try {
+        obj = JSON.parse(line)
+      } catch {
+        obj = { unparsed: line }
+      }
+      add(obj)
+    }
+    return buf
+  }
+  return { logs, waitForLog, addText }
 }
 
 export function writeConfig(yaml: string): string {
@@ -68,50 +117,12 @@ export async function startGateway(
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   reapWithTest(proc)
-  const logs: Record<string, unknown>[] = []
-  const waiters: {
-    pred: (l: Record<string, unknown>) => boolean
-    resolve: (l: Record<string, unknown>) => void
-  }[] = []
   let buf = ''
   let stderr = ''
+  const { logs, waitForLog, addText } = logLines(() => `stderr: ${stderr}; `)
   proc.stderr!.on('data', (d) => (stderr += d))
-  proc.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString()
-    let nl: number
-    while ((nl = buf.indexOf('\n')) !== -1) {
-      const line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
-      let obj: Record<string, unknown>
-      try {
-        obj = JSON.parse(line)
-      } catch {
-        obj = { unparsed: line }
-      }
-      logs.push(obj)
-      for (let i = waiters.length - 1; i >= 0; i--) {
-        if (waiters[i]!.pred(obj)) waiters.splice(i, 1)[0]!.resolve(obj)
-      }
-    }
-  })
+  proc.stdout!.on('data', (d: Buffer) => (buf = addText(buf + d.toString())))
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))
-
-  function waitForLog(pred: (l: Record<string, unknown>) => boolean, timeoutMs = 10_000) {
-    const found = logs.find(pred)
-    if (found) return Promise.resolve(found)
-    return new Promise<Record<string, unknown>>((resolve, reject) => {
-      const t = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `no such log line; stderr: ${stderr}; logs: ${JSON.stringify(logs.slice(-5))}`
-            )
-          ),
-        timeoutMs
-      )
-      waiters.push({ pred, resolve: (l) => (clearTimeout(t), resolve(l)) })
-    })
-  }
 
   const listening = await Promise.race([
     waitForLog((l) => l.msg === 'listening'),

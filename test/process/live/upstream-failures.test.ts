@@ -1,15 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { freePort } from '../helpers/ports.js'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { freePort } from '../../helpers/ports.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 describe('upstream failures', () => {
-  let gw: GatewayProcess
+  let gw: Gateway
   let up: StubUpstream
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(up.url, 'upstream: { url: "' + up.url + '", timeout_ms: 300 }').replace(
         /^upstream:.*\n/m,
         ''
@@ -79,7 +80,7 @@ describe('upstream failures', () => {
 describe('an upstream that refuses connections', () => {
   it('answers 502 with a JSON error_msg', async () => {
     const port = await freePort()
-    const gw = await startGateway(testYaml(`http://127.0.0.1:${port}`))
+    const gw = await startLive(testYaml(`http://127.0.0.1:${port}`))
     try {
       const a = await send(gw.port, { path: '/api2/repos/' })
       expect(a.status).toBe(502)

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { until } from '../helpers/until.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { until } from '../../helpers/until.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #20 / SPEC §6: a token carried in a path never leaves basegate whole — not in the log
 // line, not in an error_msg, not in the admin API, not in the upgrade report — and a token
@@ -34,8 +35,8 @@ function leaks(text: string, token: string): boolean {
 }
 
 let up: StubUpstream
-let old: GatewayProcess // a 6.0 server: the 6.1 removal is in the upgrade report
-let current: GatewayProcess // a 6.2 server: the removed endpoint is answered 410
+let old: Gateway // a 6.0 server: the 6.1 removal is in the upgrade report
+let current: Gateway // a 6.2 server: the removed endpoint is answered 410
 beforeAll(async () => {
   up = await startStubUpstream()
   const yaml = (v: string) =>
@@ -43,8 +44,8 @@ beforeAll(async () => {
       up.url,
       `server: { version: "${v}" }\nrate_limits: { account: 100/min, other: 100/min }\nusage: { keep_after: 0 }`
     )
-  old = await startGateway(yaml('6.0'), { env: FAST })
-  current = await startGateway(yaml('6.2'), { env: FAST })
+  old = await startLive(yaml('6.0'), { env: FAST })
+  current = await startLive(yaml('6.2'), { env: FAST })
 })
 afterAll(async () => {
   await old?.stop()

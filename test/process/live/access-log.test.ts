@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #25 / SPEC §7: the access-log fields operators know from nginx and Envoy, on every line:
 // client_ip, user_agent (≤ 200), request_id (the client's when sane, sent upstream and
@@ -11,10 +12,10 @@ const U = '8a1b2c3d-0d3b-4c59-9a51-3e2d7c8b9a10'
 const rows = `/api-gateway/api/v2/dtables/${U}/rows/`
 
 let up: StubUpstream
-let gw: GatewayProcess
+let gw: Gateway
 beforeAll(async () => {
   up = await startStubUpstream()
-  gw = await startGateway(testYaml(up.url, 'rate_limits: { base: 2/min }'))
+  gw = await startLive(testYaml(up.url, 'rate_limits: { base: 2/min }'))
 })
 afterAll(async () => {
   await gw?.stop()

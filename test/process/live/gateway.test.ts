@@ -1,16 +1,17 @@
 import { createHash } from 'node:crypto'
 import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { rowsPath, send, UUID } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { rowsPath, send, UUID } from '../../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 let up: StubUpstream
-let gw: GatewayProcess
+let gw: Gateway
 
 beforeAll(async () => {
   up = await startStubUpstream()
-  gw = await startGateway(
+  gw = await startLive(
     testYaml(
       up.url,
       `rate_limits: { base: 5/min, account: 4/min }
@@ -25,7 +26,7 @@ afterAll(async () => {
 
 const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
 
-describe('rate limits through the real process', () => {
+describe('rate limits through the real listeners (served in process)', () => {
   it('sends the three headers on gateway calls, then a bare 429 with retry-after', async () => {
     const path = rowsPath(uuid(1))
     const remaining: string[] = []

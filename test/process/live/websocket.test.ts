@@ -2,10 +2,11 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import WebSocket, { WebSocketServer } from 'ws'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
 
 describe('WebSocket pass-through (the service real-time socket)', () => {
-  let gw: GatewayProcess
+  let gw: Gateway
   const server = createServer((_req, res) => res.end('http'))
   const wss = new WebSocketServer({ server, path: '/socket.io/' })
   const paths: string[] = []
@@ -16,7 +17,7 @@ describe('WebSocket pass-through (the service real-time socket)', () => {
 
   beforeAll(async () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
         'rate_limits: { other: 3/min }'
@@ -80,7 +81,7 @@ describe('WebSocket pass-through (the service real-time socket)', () => {
 // Issue #21: the upgrade path kept the history in the report but lost it from its log line and
 // from basegate_api_change_calls_total.
 describe('an upgrade to a changed endpoint carries its api_change (regression)', () => {
-  let gw: GatewayProcess
+  let gw: Gateway
   const server = createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' })
     res.end(req.url?.startsWith('/server-info') ? '{"version":"5.1.0"}' : '{}')
@@ -90,7 +91,7 @@ describe('an upgrade to a changed endpoint carries its api_change (regression)',
 
   beforeAll(async () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
         'server: { version: "5.1" }'
@@ -121,14 +122,14 @@ describe('an upgrade to a changed endpoint carries its api_change (regression)',
 
 // SPEC §9: an upgrade holds a slot at the server only until its 101.
 describe('WebSocket upgrades and the in-flight ceiling', () => {
-  let gw: GatewayProcess
+  let gw: Gateway
   const server = createServer((_req, res) => res.end('http'))
   const wss = new WebSocketServer({ server, path: '/socket.io/' })
   wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo:${m.toString()}`)))
 
   beforeAll(async () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
         'server: { version: "6.2" }\nrate_limits: { other: 100/min }\nprotect: { max_in_flight: 1, queue_ms: 500 }'

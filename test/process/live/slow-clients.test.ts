@@ -1,12 +1,13 @@
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
-import { metricOf } from '../helpers/metrics.js'
+import { type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
+import { metricOf } from '../../helpers/metrics.js'
 
 // Issue #39 items 2-4 (SPEC §4 "Slow and idle clients never take what others need"): each
-// attack of the issue scaled down, against the real process, loopback addresses telling the
+// attack of the issue scaled down, against the real listeners (served in the test's process), loopback addresses telling the
 // clients apart (127.0.0.2 the attacker, .3 and .4 the others).
 
 const yaml = (upstream: string, extra: string) =>
@@ -91,11 +92,11 @@ function drip(
   }
 }
 
-const metric = async (gw: GatewayProcess, name: string) => (await metricOf(gw.adminUrl, name)) || 0
+const metric = async (gw: Gateway, name: string) => (await metricOf(gw.adminUrl, name)) || 0
 
 describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   /** Upstream calls open now, by the client address basegate forwarded. */
   const open = new Map<string, number>()
   let mostFromAttacker = 0
@@ -119,7 +120,7 @@ describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => 
       })
       req.on('close', finish)
     })
-    gw = await startGateway(
+    gw = await startLive(
       yaml(
         up.url,
         'size_limits: { min_body_rate: 1000 }\nprotect: { queue_ms: 300 }\nrate_limits: { account: unlimited }'
@@ -170,10 +171,10 @@ describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => 
 
 describe('connections are capped, per client and in all (issue #39 item 3)', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       `listen: { host: 127.0.0.1, port: 0, max_connections_per_client: 10, max_connections: 30, keepalive_timeout_ms: 400 }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${up.url}" }\nclient_ip: { trusted_proxies: [127.0.0.9] }\n`
     )
   })
@@ -266,10 +267,10 @@ describe('connections are capped, per client and in all (issue #39 item 3)', () 
 
 describe('two Content-Type headers on a checked call (issue #39 item 4)', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(yaml(up.url, ''))
+    gw = await startLive(yaml(up.url, ''))
   })
   afterAll(async () => {
     await gw?.stop()

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { metricOf } from '../helpers/metrics.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYamlWithToken, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { metricOf } from '../../helpers/metrics.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #31 item 5 (SPEC §7): a state-changing admin call that a browser marks as sent from
 // another site is refused 403, and no admin answer may be cached. The same calls from a real
@@ -13,10 +14,10 @@ const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 
 describe('the admin API against browsers (issue #31 item 5)', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYamlWithToken(
         up.url,
         TOKEN,
@@ -31,7 +32,7 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
 
   const auth = { authorization: `Bearer ${TOKEN}` }
   const own = () => `http://127.0.0.1:${gw.adminPort}`
-  // Reloads tried, as the process counts them (its answer, not a log line still in the pipe).
+  // Reloads tried, as the gateway counts them (its answer, not a log line).
   const reloads = async () =>
     (await metricOf(gw.adminUrl, 'basegate_config_reloads_total', auth)) || 0
 

@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #41 items 1 and 2: the server's own 5xx are an outcome of their own; a total outage is
 // flagged within seconds, with since when, and its end says how long it lasted (page and log).
 
 describe('a server outage as the operator watches it (issue #41)', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   let down = false
   beforeAll(async () => {
     up = await startStubUpstream()
@@ -17,7 +18,7 @@ describe('a server outage as the operator watches it (issue #41)', () => {
       if (down) return void res.writeHead(502, { 'content-type': 'text/html' }).end('<h1>502</h1>')
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
     })
-    gw = await startGateway(testYaml(up.url, ''))
+    gw = await startLive(testYaml(up.url, ''))
   })
   afterAll(async () => {
     await gw?.stop()

@@ -1,0 +1,57 @@
+import { Writable } from 'node:stream'
+import { systemClock } from '../../src/clock.js'
+import { loadConfigFile } from '../../src/config/load.js'
+import { createLogger } from '../../src/observe/log.js'
+import { bootCore } from '../../src/process/core.js'
+import { runtimeOf } from '../../src/process/runtime.js'
+import { listenAlone } from '../../src/process/serve-alone.js'
+import { logLines, writeConfig, type Gateway } from './gateway-process.js'
+
+// Issue #48: the gateway as `basegate` serves alone (its real proxy and admin listeners, the
+// undici forwarder, the slow-client relay, the connection caps, the store of its file), in the
+// test's own process: what a test of sockets and answers needs, without a process to start.
+// What needs a process of its own stays in test/e2e/: signals, workers, its memory, its stdout.
+
+/** The gateway of `yaml` (testYaml's loopback and free ports), up; `env` as the process's. */
+export async function startLive(
+  yaml: string,
+  opts: { env?: NodeJS.ProcessEnv } = {}
+): Promise<Gateway> {
+  const configFile = writeConfig(yaml)
+  const env = { ...process.env, ...opts.env }
+  const { runtime, problems } = runtimeOf(env, systemClock)
+  if (problems.length > 0) throw new Error(JSON.stringify(problems))
+  const loaded = await loadConfigFile(configFile, env)
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems))
+  const { logs, waitForLog, addText } = logLines()
+  // pino writes whole lines, one a write.
+  const sink = new Writable({
+    write(chunk, _e, cb) {
+      addText(String(chunk))
+      cb()
+    },
+  })
+  const logger = createLogger({ level: 'debug', destination: sink })
+  const core = await bootCore(
+    { file: configFile, flags: {}, problems: [] },
+    loaded.config,
+    runtime,
+    logger
+  )
+  const l = await listenAlone(core)
+  let stopped: Promise<number | null> | null = null
+  return {
+    port: l.proxyAddress.port,
+    adminPort: l.adminAddress.port,
+    url: `http://127.0.0.1:${l.proxyAddress.port}`,
+    adminUrl: `http://127.0.0.1:${l.adminAddress.port}`,
+    configFile,
+    logs,
+    waitForLog,
+    stop: () => {
+      if (stopped !== null) return stopped
+      core.draining = true
+      return (stopped = l.close().then(() => 0))
+    },
+  }
+}
