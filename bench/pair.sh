@@ -6,6 +6,7 @@
 #
 #   BASE=/path/to/older/dist/src/main.js bash bench/pair.sh              # 1,000 rotating bases
 #   BASE=... SCENARIO=flood bash bench/pair.sh                           # one base over 10/min
+#   BASE=... SCENARIO=append bash bench/pair.sh                          # a 1,000-row append
 #   ROUNDS=8 SECS=6 CUR=dist/src/main.js                                 # the defaults
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,21 @@ SCENARIO=${SCENARIO:-rotating}
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
-if [ "$SCENARIO" = flood ]; then
+if [ "$SCENARIO" = append ]; then
+  # The bench's append: 1,000 rows of JSON (43 KB) to 1,000 rotating bases, read and counted.
+  LIMIT=10000000/min
+  ROWS=$(node -e "process.stdout.write(Array.from({length:1000},(_,i)=>'{\"Name\":\"row '+i+'\",\"Count\":'+i+',\"Done\":false}').join(','))")
+  cat > "$WORK/load.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"table_name":"Table1","rows":[$ROWS],"apply_default":false}'
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, string.format("/api-gateway/api/v2/dtables/%08x-0d3b-4c59-9a51-3e2d7c8b9a10/rows/", (n % 1000) + 1))
+end
+LUA
+elif [ "$SCENARIO" = flood ]; then
   LIMIT=10/min
   echo 'request = function() return wrk.format("GET", "/api-gateway/api/v2/dtables/00000001-0d3b-4c59-9a51-3e2d7c8b9a10/rows/?table_name=Table1") end' > "$WORK/load.lua"
 else
