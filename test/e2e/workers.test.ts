@@ -18,7 +18,7 @@ const uuid = (n: number) => `5a1b2c3d-0000-4000-8000-${String(n).padStart(12, '0
 // A store timeout far above a loaded machine's slowest answer: these tests are about the shared
 // bound, and three slow answers in a row (the 100 ms default, under the whole suite in parallel
 // on a slow CI box) would send each worker to its own fallback (on_error: open) and to 2 × the
-// limit, which SPEC §1 allows and test/e2e/store-outage.test.ts tests on its own.
+// limit, which SPEC §1 allows and test/process/live/store-outage.test.ts tests on its own.
 function yaml(extra: string): string {
   return testYaml(
     upstream.url,

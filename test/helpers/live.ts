@@ -3,6 +3,7 @@ import { systemClock } from '../../src/clock.js'
 import { loadConfigFile } from '../../src/config/load.js'
 import { createLogger } from '../../src/observe/log.js'
 import { bootCore } from '../../src/process/core.js'
+import { logListening, probeUpstream } from '../../src/process/lifecycle.js'
 import { runtimeOf } from '../../src/process/runtime.js'
 import { listenAlone } from '../../src/process/serve-alone.js'
 import { logLines, writeConfig, type Gateway } from './gateway-process.js'
@@ -39,6 +40,10 @@ export async function startLive(
     logger
   )
   const l = await listenAlone(core)
+  // As serving alone does once it is up (serveUntilStopped, less the file watch, the summary
+  // and the signals): the listening line, and the first word about the upstream.
+  logListening(core, l.proxyAddress, l.adminAddress, 1)
+  void probeUpstream(core)
   let stopped: Promise<number | null> | null = null
   return {
     port: l.proxyAddress.port,

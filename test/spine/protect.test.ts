@@ -3,8 +3,8 @@ import { inProcess } from '../helpers/in-process.js'
 
 // SPEC §9 in process (issue #42): the in-flight ceiling and its queue, delay_ms, key_in_flight,
 // and one release at every exit (a step that throws included), on the fake clock with a stub
-// server that holds calls until the test answers them. Against a running process:
-// test/e2e/protect.test.ts.
+// server that holds calls until the test answers them. Through the real listeners and forwarder:
+// test/process/live/protect.test.ts.
 
 const A = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const B = '11111111-0d3b-4c59-9a51-3e2d7c8b9a10'

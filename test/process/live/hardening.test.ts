@@ -1,12 +1,13 @@
 import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { startGateway, testYaml } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { metricOf } from '../helpers/metrics.js'
-import { redisPid, useRedis } from '../helpers/redis.js'
-import { useStubUpstream } from '../helpers/stub-upstream.js'
-import { systemClock } from '../../src/clock.js'
+import { testYaml } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { metricOf } from '../../helpers/metrics.js'
+import { redisPid, useRedis } from '../../helpers/redis.js'
+import { useStubUpstream } from '../../helpers/stub-upstream.js'
+import { systemClock } from '../../../src/clock.js'
 
 // Issue #11: one test per finding, named after it (the rest live beside the code they test:
 // the breaker in test/limiter, reload guards in test/config, admin validation in test/admin,
@@ -35,7 +36,7 @@ function raw(port: number, text: string, waitMs = 1500): Promise<string> {
 
 describe('finding 1: an Upgrade header does not switch the size checks off', () => {
   it('GET rows?limit=50000 with Upgrade: websocket, h2c or any token → 400, never forwarded', async () => {
-    const gw = await startGateway(testYaml(up.url))
+    const gw = await startLive(testYaml(up.url))
     try {
       const toRows = () => up.seen.filter((s) => s.url.startsWith(rows)).length
       for (const token of ['websocket', 'h2c', 'foo']) {
@@ -65,7 +66,7 @@ describe('findings 3, 6, 12: the store', () => {
 
   /** A gateway whose store fails closed with a 100 ms timeout, counting `base` calls. */
   const closedGateway = (prefix: string, base: string) =>
-    startGateway(
+    startLive(
       testYaml(
         up.url,
         `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}${prefix}", timeout_ms: 100, on_error: closed }\nrate_limits: { base: ${base} }`
@@ -84,7 +85,7 @@ describe('findings 3, 6, 12: the store', () => {
   }
 
   it('finding 3: a fresh instance under a burst answers from Redis, not from the fallback', async () => {
-    const gw = await startGateway(
+    const gw = await startLive(
       testYaml(
         up.url,
         `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}f3:", timeout_ms: 100 }\nrate_limits: { base: 20/s }`
@@ -141,7 +142,7 @@ describe('findings 3, 6, 12: the store', () => {
 
   it('finding 12: while Redis is down a call takes at most one store.timeout_ms (none once it is known down)', async () => {
     const timeoutMs = 150
-    const gw = await startGateway(
+    const gw = await startLive(
       testYaml(
         up.url,
         `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}f12:", timeout_ms: ${timeoutMs}, on_error: open }`
@@ -181,7 +182,7 @@ describe('findings 3, 6, 12: the store', () => {
   }, 20_000)
 
   it('finding 6 (script): a call that reaches Redis after its deadline is neither admitted nor charged', async () => {
-    const { RedisStore } = await import('../../src/limiter/redis-store.js')
+    const { RedisStore } = await import('../../../src/limiter/redis-store.js')
     const client = new Redis(db.redis.url)
     try {
       const prefix = `${db.redis.prefix}dl:`
@@ -208,7 +209,7 @@ describe('findings 3, 6, 12: the store', () => {
 describe('findings 7, 10: logs', () => {
   it('finding 7: upstream URL credentials reach neither the log nor /v1/config', async () => {
     const url = up.url.replace('http://', 'http://svc:hunter2@')
-    const gw = await startGateway(testYaml(url))
+    const gw = await startLive(testYaml(url))
     try {
       const cfg = (await send(gw.adminPort, { path: '/v1/config' })).body
       expect(cfg).not.toContain('hunter2')
@@ -220,7 +221,7 @@ describe('findings 7, 10: logs', () => {
   })
 
   it('finding 10: an aborted upload on a checked endpoint is one request line, outcome client_aborted', async () => {
-    const gw = await startGateway(testYaml(up.url))
+    const gw = await startLive(testYaml(up.url))
     try {
       await raw(
         gw.port,

@@ -1,10 +1,11 @@
 import { parseList } from 'structured-headers'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { rowsPath, send } from '../helpers/http.js'
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js'
-import { useRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { rowsPath, send } from '../../helpers/http.js'
+import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js'
+import { useRedis } from '../../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #24 / SPEC §10: limits for particular bases, teams and clients.
 
@@ -41,7 +42,7 @@ overrides:
 `
 
 /** How many of n calls in a row are admitted. */
-async function admitted(gw: GatewayProcess, path: string, n: number, ip = '192.0.2.1') {
+async function admitted(gw: Gateway, path: string, n: number, ip = '192.0.2.1') {
   let ok = 0
   for (let i = 0; i < n; i++) {
     const a = await send(gw.port, { path, headers: { 'x-forwarded-for': ip } })
@@ -52,10 +53,10 @@ async function admitted(gw: GatewayProcess, path: string, n: number, ip = '192.0
 
 describe('overrides in limits.yaml', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(testYaml(up.url, FILE))
+    gw = await startLive(testYaml(up.url, FILE))
   })
   afterAll(async () => {
     await gw?.stop()
@@ -139,7 +140,7 @@ describe('overrides in limits.yaml', () => {
 describe('overrides through the admin API, two instances on one Redis', () => {
   const db = useRedis()
   let up: StubUpstream
-  const gws: GatewayProcess[] = []
+  const gws: Gateway[] = []
   beforeAll(async () => {
     up = await startStubUpstream()
     const yaml = testYaml(
@@ -149,7 +150,7 @@ rate_limits: { base: 2/min }
 monthly: { teams: [ { id: acme, plan: free, bases: ["${TEAM_A1}"] } ] }
 overrides: [ { name: from-file, bases: ["${LOW}"], limits: { base: 1/min } } ]`
     )
-    gws.push(await startGateway(yaml), await startGateway(yaml))
+    gws.push(await startLive(yaml), await startLive(yaml))
   })
   afterAll(async () => {
     for (const g of gws) await g.stop()
@@ -239,7 +240,7 @@ overrides: [ { name: from-file, bases: ["${LOW}"], limits: { base: 1/min } } ]`
 describe('a shared team window on a 3-node Redis Cluster', () => {
   let cluster: TestCluster
   let up: StubUpstream
-  const gws: GatewayProcess[] = []
+  const gws: Gateway[] = []
   beforeAll(async () => {
     cluster = await startCluster()
     up = await startStubUpstream()
@@ -250,7 +251,7 @@ rate_limits: { base: 100/min, rules: [ { name: tables, path: "/api-gateway/api/v
 monthly: { teams: [ { id: pool, plan: free, bases: ["${SHARED_1}", "${SHARED_2}"] } ] }
 overrides: [ { name: pool, teams: [pool], shared: true, limits: { base: 5/min } } ]`
     )
-    gws.push(await startGateway(yaml), await startGateway(yaml))
+    gws.push(await startLive(yaml), await startLive(yaml))
   }, 60_000)
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.stop()))

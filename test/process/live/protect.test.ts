@@ -2,10 +2,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { rowsPath, send, UUID } from '../helpers/http.js'
-import { useRedis } from '../helpers/redis.js'
-import { holds as until } from '../helpers/until.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { rowsPath, send, UUID } from '../../helpers/http.js'
+import { useRedis } from '../../helpers/redis.js'
+import { holds as until } from '../../helpers/until.js'
 
 // Issue #23 / SPEC §9: protecting the server, against the real process and a server that
 // records the calls it has in progress.
@@ -73,11 +74,11 @@ type Holding = Awaited<ReturnType<typeof startHoldingServer>>
  * the config; `holding: false` makes the server answer at once.
  */
 function useHeldGateway(yaml: () => string, holding = true) {
-  const t = {} as { up: Holding; gw: GatewayProcess }
+  const t = {} as { up: Holding; gw: Gateway }
   beforeAll(async () => {
     t.up = await startHoldingServer()
     t.up.setHolding(holding)
-    t.gw = await startGateway(testYaml(t.up.url, yaml()))
+    t.gw = await startLive(testYaml(t.up.url, yaml()))
   })
   afterAll(async () => {
     await t.gw?.stop()
@@ -88,7 +89,7 @@ function useHeldGateway(yaml: () => string, holding = true) {
 
 let lastWaiting = 0
 /** Calls waiting for a slot, as /v1/protect says (polled by `until`). */
-function waiting(gw: GatewayProcess): number {
+function waiting(gw: Gateway): number {
   void send(gw.adminPort, { path: '/v1/protect' }).then((a) => {
     const w = JSON.parse(a.body).waiting as Record<string, number>
     lastWaiting = Object.values(w).reduce((x, y) => x + y, 0)
@@ -170,7 +171,7 @@ describe.each(storeKinds)('the in-flight ceiling, %s store', (kind) => {
 describe.each(['redis'] as const)('charge.server_errors, %s store', (kind) => {
   const db = useRedis()
   let up: Holding
-  const gws: GatewayProcess[] = []
+  const gws: Gateway[] = []
   beforeAll(async () => {
     up = await startHoldingServer()
     up.setHolding(false)
@@ -185,7 +186,7 @@ describe.each(['redis'] as const)('charge.server_errors, %s store', (kind) => {
         ? `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}${prefix}:" }`
         : ''
     const charge = serverErrors === null ? '' : `charge: { server_errors: ${serverErrors} }`
-    const gw = await startGateway(
+    const gw = await startLive(
       testYaml(
         up.url,
         `${store}\n${charge}\nrate_limits: { base: 3/min }

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest'
-import { startGateway, testYaml } from '../helpers/gateway-process.js'
-import { rowsPath, send } from '../helpers/http.js'
-import { redisPid, startRedis, useRedis } from '../helpers/redis.js'
-import { useStubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { rowsPath, send } from '../../helpers/http.js'
+import { redisPid, startRedis, useRedis } from '../../helpers/redis.js'
+import { useStubUpstream } from '../../helpers/stub-upstream.js'
 
 const up = useStubUpstream()
 
@@ -13,7 +14,7 @@ describe('store.on_error: open', () => {
   const db = useRedis({ own: true })
 
   it('limits alone while Redis is down, says so once, tells /readyz, and resumes shared counting', async () => {
-    const gw = await startGateway(
+    const gw = await startLive(
       testYaml(
         up.url,
         `store: { url: "${db.redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 3/min }`
@@ -50,7 +51,7 @@ describe('store.on_error: open', () => {
       expect(gw.logs.some((l) => l.msg === 'store available again')).toBe(true)
       expect((await admin(gw.adminPort, '/readyz')).status).toBe(200)
       // Shared again: a second instance sees this one's calls.
-      const other = await startGateway(
+      const other = await startLive(
         testYaml(up.url, `store: { url: "${db.redis.url}" }\nrate_limits: { base: 3/min }`)
       )
       try {
@@ -66,7 +67,7 @@ describe('store.on_error: open', () => {
   }, 60_000)
 
   it('never waits on a hung Redis longer than store.timeout_ms', async () => {
-    const gw = await startGateway(
+    const gw = await startLive(
       testYaml(
         up.url,
         `store: { url: "${db.redis.url}", timeout_ms: 100, on_error: open }\nrate_limits: { base: 100/min }`
@@ -94,7 +95,7 @@ describe('store.on_error: open', () => {
 describe('store.on_error: closed', () => {
   it('answers 503 with retry-after: 1 and a JSON error_msg while Redis is down', async () => {
     const redis = await startRedis({ own: true })
-    const gw = await startGateway(
+    const gw = await startLive(
       testYaml(up.url, `store: { url: "${redis.url}", timeout_ms: 100, on_error: closed }`)
     )
     try {

@@ -1,9 +1,10 @@
 import { decodeList } from 'structured-field-values'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { useRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { useRedis } from '../../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #31 item 6 and issue #34 item 9: a 429 answered from the over-limit cache (no store
 // call) knows only the window that refused. Its RateLimit field names that one policy, never
@@ -23,10 +24,10 @@ const read = (v: string | string[] | undefined) =>
 describe('a refusal from the over-limit cache says what it knows', () => {
   const db = useRedis()
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         up.url,
         `header_style: both
