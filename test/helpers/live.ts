@@ -19,7 +19,7 @@ export async function startLive(
   opts: { env?: NodeJS.ProcessEnv } = {}
 ): Promise<Gateway> {
   const configFile = writeConfig(yaml)
-  const env = { ...process.env, ...opts.env }
+  const env = { ...process.env, LOG_LEVEL: 'debug', ...opts.env }
   const { runtime, problems } = runtimeOf(env, systemClock)
   if (problems.length > 0) throw new Error(JSON.stringify(problems))
   const loaded = await loadConfigFile(configFile, env)
@@ -32,7 +32,7 @@ export async function startLive(
       cb()
     },
   })
-  const logger = createLogger({ level: 'debug', destination: sink })
+  const logger = createLogger({ level: runtime.logLevel, destination: sink })
   const core = await bootCore(
     { file: configFile, flags: {}, problems: [] },
     loaded.config,

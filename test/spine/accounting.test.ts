@@ -12,7 +12,7 @@ import { Writable } from 'node:stream'
 
 // SPEC §5 in process (issue #42): what a call adds to the usage over time, the ledger and the
 // month's notices, through createGateway with the memory stores and the fake clock. The same
-// promises across instances and a store that goes away: test/e2e/one-ledger.test.ts.
+// promises across instances and a store that goes away: test/process/live/one-ledger.test.ts.
 
 const ACME = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const SOLO = '11111111-0d3b-4c59-9a51-3e2d7c8b9a10'

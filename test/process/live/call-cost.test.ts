@@ -1,9 +1,10 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { startGateway, testYaml } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { useRedis } from '../helpers/redis.js'
-import { useStubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { useRedis } from '../../helpers/redis.js'
+import { useStubUpstream } from '../../helpers/stub-upstream.js'
 
 // SPEC §12 "What a call costs", a guard that is not a clock: the benchmark's three calls
 // (rotating bases, a flood on one base over its limit, a 1,000-row append) through the real
@@ -60,7 +61,7 @@ async function counted(
   calls: { method: string; path: string; body?: string }[],
   expectStatus: (status: number, i: number) => void
 ): Promise<Count> {
-  const gw = await startGateway(yaml, { env: { LOG_LEVEL: 'info' } })
+  const gw = await startLive(yaml, { env: { LOG_LEVEL: 'info' } })
   // Warm: scripts loaded, the first connection made, before counting starts.
   await send(gw.port, { path: `/api-gateway/api/v2/dtables/${uuid(0xfffff)}/rows/` })
   const monitorClient = new Redis(redisUrl)

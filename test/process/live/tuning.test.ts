@@ -1,14 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  runOnce,
-  startGateway,
-  testYaml,
-  writeConfig,
-  type GatewayProcess,
-} from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { runOnce, testYaml, writeConfig, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { startRedis, type TestRedis } from '../../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // SPEC §11 where an operator meets it: POST /v1/tuning on the admin API, and
 // `basegate tune-report` on a terminal (from the running instance, and from the shared store
@@ -20,7 +15,7 @@ const rows = (u: string) => `/api-gateway/api/v2/dtables/${u}/rows/`
 
 let up: StubUpstream
 let redis: TestRedis
-let gw: GatewayProcess
+let gw: Gateway
 let limits: string
 
 /** A file like the running one, its admin listener the running instance's, other limits. */
@@ -37,7 +32,7 @@ beforeAll(async () => {
   redis = await startRedis()
   // Every key kept by name (SPEC §4: B's 4 calls would count in others): the per-key figures are the point.
   limits = `store: { url: "${redis.url}", prefix: "${redis.prefix}tune:" }\nusage: { keep_after: 0 }\nrate_limits: { base: 100/min }\nmonthly: { enabled: true, plans: { p: { calls: 1000000 } }, teams: [ { id: acme, plan: p, bases: ["${A}"] } ] }`
-  gw = await startGateway(testYaml(up.url, limits), { env: { BASEGATE_USAGE_FLUSH_MS: '300' } })
+  gw = await startLive(testYaml(up.url, limits), { env: { BASEGATE_USAGE_FLUSH_MS: '300' } })
   // A's 30 calls in a burst, B's 4: a limit of 5/min bites A, not B.
   await Promise.all(Array.from({ length: 30 }, () => send(gw.port, { path: rows(A) })))
   for (let i = 0; i < 4; i++) await send(gw.port, { path: rows(B) })

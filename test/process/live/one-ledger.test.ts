@@ -1,10 +1,11 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { until } from '../helpers/until.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { until } from '../../helpers/until.js'
+import { startRedis, type TestRedis } from '../../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #40 (SPEC §5 "One ledger: the numbers reconcile"): two instances on one redis-server
 // that persists every write; traffic through both while Redis is frozen (DEBUG SLEEP), paused
@@ -20,7 +21,7 @@ const sum = (xs: { calls: number }[]) => xs.reduce((a, d) => a + d.calls, 0)
 describe('one ledger through store faults (issue #40)', () => {
   let redis: TestRedis
   let up: StubUpstream
-  const gws: GatewayProcess[] = []
+  const gws: Gateway[] = []
   const ok = new Map<string, number>()
   let globexServedInOutage = 0
   beforeAll(async () => {
@@ -39,7 +40,7 @@ monthly:
     )
     for (let i = 0; i < 2; i++)
       gws.push(
-        await startGateway(yaml, { env: { BASEGATE_USAGE_FLUSH_MS: '300', LOG_LEVEL: 'info' } })
+        await startLive(yaml, { env: { BASEGATE_USAGE_FLUSH_MS: '300', LOG_LEVEL: 'info' } })
       )
   }, 60_000)
   afterAll(async () => {
@@ -145,8 +146,8 @@ monthly:
   }, 60_000)
 
   it('a credit with a note is an entry: listed, in the history’s day, used still Σ days − Σ credits; used up again, the notice is said again', async () => {
-    const [g1, g2] = gws as [GatewayProcess, GatewayProcess]
-    const post = (g: GatewayProcess, body: string) =>
+    const [g1, g2] = gws as [Gateway, Gateway]
+    const post = (g: Gateway, body: string) =>
       fetch(`${g.adminUrl}/v1/teams/globex/credit`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
