@@ -134,7 +134,9 @@ describe('a client that stays but takes none of its answer', () => {
         res.end('{"ok":true}')
       }
     })
-    gw = await startGateway(onePooledConnection(up.url, ', timeout_ms: 500'))
+    // 2 s, not less: the next call must be answered before the reader is cut, and on a busy
+    // machine a call can take half a second (the suite once saw it cut first at 500 ms).
+    gw = await startGateway(onePooledConnection(up.url, ', timeout_ms: 2000'))
   })
   afterAll(async () => {
     await gw?.stop('SIGKILL')

@@ -224,11 +224,14 @@ describe('the upgrade report, shared by two instances on one Redis', () => {
       body: '{"view_name":"V"}',
       headers: { 'content-type': 'application/json' },
     })
-    // b's batch is written on its interval; a's when its report is asked for.
+    // b's batches are written on its interval (its calls may span two); a's when its report is
+    // asked for: waited for until both of b's entries are in.
+    const calls = (r: { entries: { id: string; calls: number }[] }, id: string) =>
+      r.entries.find((e) => e.id === id)?.calls
     const r = await until(
-      "b's batch",
+      "b's batches",
       async () => JSON.parse((await send(a.adminPort, { path: '/v1/upgrade-report?to=6.2' })).body),
-      (r) => r.entries.find((e: { id: string }) => e.id === 'dtable-server-removed')?.calls === 5
+      (r) => calls(r, 'dtable-server-removed') === 5 && calls(r, 'archive-view-raw-sql') === 1
     )
     expect(r.from).toBe('5.1')
     expect(r.to).toBe('6.2')
