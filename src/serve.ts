@@ -2,12 +2,9 @@ import cluster from 'node:cluster'
 import { systemClock } from './clock.js'
 import { parseCli } from './cli.js'
 import { loadConfigOrExit } from './process/load.js'
-import { runPrimary } from './process/primary.js'
 import { runtimeOf } from './process/runtime.js'
 import { createLogger } from './observe/log.js'
 import { formatProblems } from './config/load.js'
-import { serveAlone } from './process/serve-alone.js'
-import { runWorker } from './process/worker.js'
 import { resolveWorkers } from './process/worker-count.js'
 
 // The server's entry (main.ts loads it): parse the command line, read the environment once,
@@ -28,15 +25,18 @@ async function main(): Promise<void> {
   }
   // The marker, not cluster.isWorker alone: under an outer cluster (PM2's cluster mode)
   // basegate is an ordinary process.
-  if (cluster.isWorker && env.BASEGATE_WORKER === '1') return runWorker(cli, runtime)
+  if (cluster.isWorker && env.BASEGATE_WORKER === '1')
+    return (await import('./process/worker.js')).runWorker(cli, runtime)
   const { config, warnings } = await loadConfigOrExit(cli.file, env, cli.flags, cli.problems)
   // Issue #41: the start's warnings are JSON lines like every other (jq reads them all).
   const logger = createLogger({ level: runtime.logLevel })
   for (const w of warnings)
     logger.warn({ field: w.field, warning: true }, `${w.field}: ${w.message}`)
   const count = resolveWorkers(config.workers)
-  if (count === 1) return serveAlone(cli, config, runtime)
-  return runPrimary(cli, config, runtime, count)
+  // Loaded once the file is known good: a start refused for its config exits before them.
+  if (count === 1)
+    return (await import('./process/serve-alone.js')).serveAlone(cli, config, runtime)
+  return (await import('./process/primary.js')).runPrimary(cli, config, runtime, count)
 }
 
 void main()
