@@ -1,4 +1,5 @@
 import type pino from 'pino'
+import type { Clock } from '../clock.js'
 
 /** What a batch hands its lines to: pino's SonicBoom destination, or any stream like it. */
 export interface LineSink {
@@ -15,7 +16,7 @@ export const LINGER_MS = 5
  * The log's lines of a few milliseconds, handed to the destination as one write (issues #26,
  * #47). A write is a system call of about 3 to 5 µs whatever its size, and a forwarded call's
  * turn holds one or two lines: written a turn at a time, the request lines were 4 % of a
- * rotating call's CPU. Held up to `lingerMs` (one timer, re-armed, not one per line), they go
+ * rotating call's CPU. Held up to `lingerMs` (one timer a batch, not one a line), they go
  * some thirty to a write at a few thousand calls a second; a reader sees a line at most
  * `lingerMs` late. A batch never passes `maxBytes` (it is written as soon as the next line
  * would pass it), so a worker's writes to the shared stdout stay whole lines of at most PIPE_BUF
@@ -24,12 +25,13 @@ export const LINGER_MS = 5
 export class LineBatch implements pino.DestinationStream {
   /** Its length in UTF-16 units is its bytes for ASCII, as nearly every line is (checked on push). */
   private chunk = ''
-  private timer: NodeJS.Timeout | null = null
   private armed = false
 
   constructor(
     private readonly sink: LineSink,
     private readonly maxBytes: number,
+    /** Its timers never keep a stopping process alive (the exit writes what is held). */
+    private readonly clock: Clock,
     private readonly lingerMs = LINGER_MS
   ) {
     // Before the sink's own exit hook (registered earlier) writes out what it holds.
@@ -41,11 +43,7 @@ export class LineBatch implements pino.DestinationStream {
     this.chunk += line
     if (this.armed) return
     this.armed = true
-    if (this.timer === null) {
-      // Unreferenced: held lines never keep a stopping process alive (its exit writes them).
-      this.timer = setTimeout(this.pushSoon, this.lingerMs)
-      this.timer.unref()
-    } else this.timer.refresh()
+    this.clock.setTimer(this.pushSoon, this.lingerMs)
   }
 
   private readonly pushSoon = (): void => {

@@ -2,6 +2,7 @@ import pino, { type Logger } from 'pino'
 import { fstatSync } from 'node:fs'
 import { Socket } from 'node:net'
 import { LineBatch, type LineSink } from './line-batch.js'
+import { systemClock } from '../clock.js'
 
 export type { Logger }
 
@@ -56,7 +57,9 @@ const MAX_WRITE = 16 * 1024
  */
 function stdoutLines(worker: boolean, pipe: PipeSink | null): LineBatch {
   const maxWrite = worker ? PIPE_BUF : MAX_WRITE
-  return new LineBatch(pipe ?? pino.destination({ dest: 1, sync: false, maxWrite }), maxWrite)
+  const sink = pipe ?? pino.destination({ dest: 1, sync: false, maxWrite })
+  // The system's clock: stdout is this process's edge, as main.ts's clock is.
+  return new LineBatch(sink, maxWrite, systemClock)
 }
 
 /** stdout as a PipeSink when it is a pipe or a socket; else null. */
