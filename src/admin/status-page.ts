@@ -33,7 +33,7 @@ export const STATUS_CSS = `  body { font: 14px/1.4 system-ui, sans-serif; margin
   #history-form { display: flex; flex-wrap: wrap; gap: .4em; } #history-base { flex: 1 1 16em; min-width: 0; max-width: 100%; box-sizing: border-box; }
   @media (min-width: 1000px) { .wide { grid-column: span 2; } }
   @media (max-width: 480px) { body { margin: .6em; } section { padding: .6em; } }
-  .use { display: block; margin-top: 2px; } .use .p50 { fill: #cbd5e1; } .use .p90 { fill: #94a3b8; } .use .p99 { fill: #475569; } .use .max { fill: #0f172a; } .use .limit { stroke: #dc2626; stroke-width: 2; }
+  .use { display: block; margin-top: 2px; width: 100%; max-width: 220px; height: 12px; } .use .p50 { fill: #cbd5e1; } .use .p90 { fill: #94a3b8; } .use .p99 { fill: #475569; } .use .max { fill: #0f172a; } .use .limit { stroke: #dc2626; stroke-width: 2; vector-effect: non-scaling-stroke; }
 `
 
 export const STATUS_JS = `// One colour per outcome, each its own hue (issue #41): what went on in greys and blue, the
@@ -285,7 +285,8 @@ function drawLimits(t) {
     const tr = row($('limits'), [l.id, l.limit, l.keys, l.p50 + ' · ' + l.p90 + ' · ' + l.p99 + ' · ' + l.max, l.suggested + ' (with headroom ' + l.with_headroom + ')'], { 'data-limit-id': l.id, 'data-p99': String(l.p99), 'data-max': String(l.max), 'data-per-minute': String(l.per_minute) });
     const top = Math.max(1, l.max, l.per_minute || 0) * 1.05;
     const w = 220, x = (v) => (v / top) * w;
-    const svg = svgEl('svg', { class: 'use', width: w, height: 12, viewBox: '0 0 ' + w + ' 12' });
+    // Drawn on a 220-wide box and scaled to its cell (at most 220 px): on a phone the column narrows with the table.
+    const svg = svgEl('svg', { class: 'use', viewBox: '0 0 ' + w + ' 12', preserveAspectRatio: 'none' });
     svg.appendChild(svgEl('rect', { class: 'p50', x: 0, y: 3, width: x(l.p50), height: 6 }));
     svg.appendChild(svgEl('rect', { class: 'p90', x: x(l.p50), y: 3, width: Math.max(0, x(l.p90) - x(l.p50)), height: 6 }));
     svg.appendChild(svgEl('rect', { class: 'p99', x: x(l.p90), y: 3, width: Math.max(0, x(l.p99) - x(l.p90)), height: 6 }));
