@@ -172,9 +172,9 @@ export function serveUntilStopped(
   opts: {
     proxy: AddressInfo
     admin: AddressInfo
-    adminServer: Server
     processes: number
-    drain: () => Promise<void>
+    /** A stop's closing, once the file and the summary are let go (closeServing). */
+    close: () => Promise<void>
     /** Before each summary line: what the workers counted (a primary). */
     gather?: () => Promise<void>
   }
@@ -184,7 +184,7 @@ export function serveUntilStopped(
   stopOnSignals(core, async () => {
     watcher?.close()
     summaryTimer.cancel()
-    await closeServing(core, opts.adminServer, opts.drain)
+    await opts.close()
   })
   reloadOnHangup(core)
   // Only now: a SIGHUP sent on seeing this line must find its handler (it would kill the

@@ -7,7 +7,7 @@ import { sumStates } from '../protect/protector.js'
 import { mergeCounts } from '../observe/status-recorder.js'
 import { createAdmin } from './admin-server.js'
 import { bootCore } from './core.js'
-import { listenFailure, listenOrExit, serveUntilStopped } from './lifecycle.js'
+import { closeServing, listenFailure, listenOrExit, serveUntilStopped } from './lifecycle.js'
 import { DRAIN_MS } from './proxy-server.js'
 import type { Runtime } from './runtime.js'
 
@@ -54,9 +54,8 @@ export async function runPrimary(
   serveUntilStopped(core, {
     proxy: p,
     admin: a,
-    adminServer: admin,
     processes: count,
-    drain: () => workers.drain(DRAIN_MS + 2_000),
+    close: () => closeServing(core, admin, () => workers.drain(DRAIN_MS + 2_000)),
     gather: async () => {
       for (const c of await workers.ask('summary')) core.summary.absorb(c)
     },

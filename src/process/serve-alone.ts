@@ -48,8 +48,7 @@ export async function serveAlone(cli: Cli, config: Config, runtime: Runtime): Pr
   serveUntilStopped(core, {
     proxy: l.proxyAddress,
     admin: l.adminAddress,
-    adminServer: l.admin,
     processes: 1,
-    drain: () => drainProxy(l.proxy),
+    close: l.close,
   })
 }
