@@ -90,8 +90,10 @@ export const REFUSED_SILENT_MS = 100
 export class ConnectionCaps {
   private open = 0
   private readonly byClient = new Map<string, Held>()
-  /** A trusted proxy's connections: capped only by the total, never yielding to a newcomer. */
+  /** Connections past a cap: their request is answered 503, then they close. */
   private readonly refused = new WeakSet<Duplex>()
+  /** Refused connections whose 503 is being written (they close once it is). */
+  private readonly answering = new WeakSet<Duplex>()
   /** Calls in progress per connection (a connection with none is idle). */
   private readonly calls = new WeakMap<Duplex, number>()
   private readonly clientOf = new WeakMap<Duplex, string>()
@@ -199,10 +201,22 @@ export class ConnectionCaps {
   private refuse(socket: Socket, cap: ConnectionCap, client: string): void {
     this.refused.add(socket)
     this.deps.metrics?.connectionsRefused.labels(cap).inc()
-    const silent = this.deps.clock.setTimer(() => {
-      if (socket.bytesRead === 0) socket.destroy()
-    }, REFUSED_SILENT_MS)
-    const timer = this.deps.clock.setTimer(() => socket.destroy(), REFUSED_HEAD_MS)
+    // A timer runs before the loop's I/O: on a loop running late, a head that has arrived is
+    // still in the kernel's buffer when it fires, and closing then sends the client a reset
+    // instead of its 503. So each check waits for the I/O pass that reads what has arrived.
+    const afterIo = (close: () => void) => () => void setImmediate(close)
+    const silent = this.deps.clock.setTimer(
+      afterIo(() => {
+        if (socket.bytesRead === 0) socket.destroy()
+      }),
+      REFUSED_SILENT_MS
+    )
+    const timer = this.deps.clock.setTimer(
+      afterIo(() => {
+        if (!this.answering.has(socket)) socket.destroy()
+      }),
+      REFUSED_HEAD_MS
+    )
     socket.once('close', () => {
       silent.cancel()
       timer.cancel()
@@ -230,6 +244,7 @@ export class ConnectionCaps {
       'retry-after': '1',
       connection: 'close',
     })
+    this.answering.add(req.socket)
     res.writeHead(503, headers)
     res.end(body, () => req.socket.destroy())
   }
@@ -243,6 +258,7 @@ export class ConnectionCaps {
     let head = 'HTTP/1.1 503 Service Unavailable\r\n'
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${String(v)}\r\n`
     if (!socket.writable) return void socket.destroy()
+    this.answering.add(socket)
     socket.end(head + '\r\n' + body, () => socket.destroy())
   }
 }

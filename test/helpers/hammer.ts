@@ -22,7 +22,10 @@ export async function hammer(
   seconds: number,
   inFlight: number
 ): Promise<number[]> {
-  const agent = new Agent({ connections: inFlight })
+  // Below listen.max_connections_per_client (256): calls pile up on whichever gateway runs
+  // late, and a connection past the cap that sends nothing for 100 ms (this process's loop is
+  // busy too) is closed unanswered, as SPEC §4 asks. The cap is not what these tests measure.
+  const agent = new Agent({ connections: Math.min(inFlight, 200) })
   const deadline = Date.now() + seconds * 1000
   let n = 0
   await Promise.all(

@@ -238,6 +238,30 @@ describe('connections are capped, per client and in all (issue #39 item 3)', () 
     })
   })
 
+  it('on a loop running late, a head that arrived past the cap still gets its 503, not a reset', async () => {
+    const held = await openIdle(10, '127.0.0.5')
+    const [past] = await openIdle(1, '127.0.0.5')
+    await new Promise((r) => setTimeout(r, 20)) // the gateway has counted it past the cap
+    const answer = new Promise<string>((resolve) => {
+      let seen = ''
+      past!.on('data', (d) => (seen += d.toString('latin1')))
+      past!.on('close', () => resolve(seen))
+    })
+    // The gateway's loop (this process's) runs 250 ms late, from its check phase: the head
+    // waits in the kernel's buffer while the check for a connection that sent nothing comes
+    // due, and the loop's next pass runs timers before it reads.
+    await new Promise<void>((r) =>
+      setImmediate(() => {
+        past!.write('GET /api/v2.1/user/ HTTP/1.1\r\nhost: x\r\n\r\n')
+        const end = performance.now() + 250
+        while (performance.now() < end);
+        r()
+      })
+    )
+    expect(await answer).toMatch(/^HTTP\/1\.1 503 /)
+    for (const s of held) s.destroy()
+  })
+
   it('an idle keep-alive connection is closed after keepalive_timeout_ms', async () => {
     const [s] = await openIdle(1, '127.0.0.4')
     s!.write('GET /api/v2.1/user/ HTTP/1.1\r\nhost: x\r\n\r\n')
