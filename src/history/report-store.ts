@@ -1,4 +1,5 @@
 import { scriptBeside } from '../limiter/script.js'
+import { fnv1a } from '../hash.js'
 import type { Cluster, Redis } from 'ioredis'
 import { BatchedFront, type RecorderOptions } from '../batch/recorder.js'
 import { sendBatch } from '../limiter/batch-write.js'
@@ -172,7 +173,7 @@ class RecentPairs {
 
   /** Remembers the pair; true when it was seen within the ring's span. */
   seenAgain(entryId: string, key: string): boolean {
-    const h = fnv1a(entryId, key)
+    const h = pairHash(entryId, key)
     const again = this.counts.has(h)
     if (this.filled) {
       const old = this.ring[this.at]!
@@ -190,16 +191,9 @@ class RecentPairs {
   }
 }
 
-function fnv1a(a: string, b: string): number {
-  let h = 0x811c9dc5
-  for (const s of [a, b]) {
-    for (let i = 0; i < s.length; i++) {
-      h ^= s.charCodeAt(i)
-      h = Math.imul(h, 0x01000193)
-    }
-    h ^= 0x7c // a separator, so ("ab","c") and ("a","bc") differ
-  }
-  return h | 0
+/** The pair's hash; a separator between them, so ("ab","c") and ("a","bc") differ. */
+function pairHash(a: string, b: string): number {
+  return fnv1a(b, fnv1a(a) ^ 0x7c)
 }
 
 /**

@@ -1,4 +1,5 @@
 import { scriptBeside } from '../limiter/script.js'
+import { fnv1a } from '../hash.js'
 import { Cluster, type Redis } from 'ioredis'
 import { keys } from '../limiter/keys.js'
 import { checkAnswers, indexShards, slotGroups } from '../limiter/pipeline.js'
@@ -57,9 +58,7 @@ export function splitSeries(id: string): { key: string; family: string } {
 
 /** The index shard of a key-day: its key's first hex digit after a cheap hash. */
 function shardOf(id: string): string {
-  let h = 2166136261
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619)
-  return ((h >>> 0) % 16).toString(16)
+  return ((fnv1a(id) >>> 0) % 16).toString(16)
 }
 
 /**

@@ -1,3 +1,4 @@
+import { fnv1a } from '../hash.js'
 import { zonedDayClock, type DayBounds } from '../quota/month.js'
 
 // SPEC §4 "Nothing a stranger sends outlives its window". What basegate keeps beyond a rate
@@ -12,7 +13,11 @@ import { zonedDayClock, type DayBounds } from '../quota/month.js'
 // call once), and a key kept one day is kept the next from its first call, so a key that calls
 // every day has whole days. Memory is bounded: at most MAX_TRACKED keys counted (two
 // generations: the older is dropped when the newer fills) and MAX_KEPT keys kept a day; past
-// that a key stays in `others`.
+// that a key stays in `others`. A key is counted under its 32-bit hash, not its text: a
+// stranger's key is held no longer than its window here either, and a count costs a number
+// (~30 bytes) rather than the key's string beside it (~100): 6 MB at the bound, not 18. Two
+// keys that share a hash share a count, so a key may be kept a little early: rare (a few
+// pairs in 200,000 keys) and harmless (it is only counted by name).
 
 /** Keys whose calls a day are counted (towards keep_after) at once, per generation. */
 export const MAX_TRACKED = 100_000
@@ -29,9 +34,9 @@ export interface KeepRules {
 export class Keeper {
   private readonly dayOf = zonedDayClock(() => this.timezone())
   private day: DayBounds | null = null
-  /** Calls of today counted per key (two generations). */
-  private counts = new Map<string, number>()
-  private older = new Map<string, number>()
+  /** Calls of today counted per key's hash (two generations). */
+  private counts = new Map<number, number>()
+  private older = new Map<number, number>()
   /** Kept today, and yesterday (kept today from their first call). */
   private kept = new Set<string>()
   private keptBefore = new Set<string>()
@@ -52,14 +57,15 @@ export class Keeper {
     if (this.kept.has(key)) return true
     const rules = this.rules()
     if (rules.keepAfter === 0 || rules.known(key)) return true
-    if (this.keptBefore.has(key)) return this.keep(key)
-    const n = (this.counts.get(key) ?? this.older.get(key) ?? 0) + 1
-    if (near || n >= rules.keepAfter) return this.keep(key)
+    if (this.keptBefore.has(key)) return this.keep(key, fnv1a(key))
+    const h = fnv1a(key)
+    const n = (this.counts.get(h) ?? this.older.get(h) ?? 0) + 1
+    if (near || n >= rules.keepAfter) return this.keep(key, h)
     if (this.counts.size >= MAX_TRACKED) {
       this.older = this.counts
       this.counts = new Map()
     }
-    this.counts.set(key, n)
+    this.counts.set(h, n)
     return false
   }
 
@@ -71,14 +77,14 @@ export class Keeper {
     return rules.keepAfter === 0 || rules.known(key)
   }
 
-  private keep(key: string): boolean {
+  private keep(key: string, h: number): boolean {
     if (this.kept.size >= MAX_KEPT) {
       this.full++
       return false
     }
     this.kept.add(key)
-    this.counts.delete(key)
-    this.older.delete(key)
+    this.counts.delete(h)
+    this.older.delete(h)
     return true
   }
 
