@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { until } from '../helpers/until.js'
+import { metricOf } from '../helpers/metrics.js'
 import { useRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 
@@ -62,7 +63,11 @@ describe('a client that leaves while its call waits for an upstream connection',
     const gone = connect(gw.port, '127.0.0.1')
     await new Promise<void>((r) => gone.once('connect', () => r()))
     gone.write('GET /api2/repos/gone/ HTTP/1.1\r\nhost: x\r\n\r\n')
-    await new Promise((r) => setTimeout(r, 150))
+    await until(
+      'the call waiting for its share of the pool',
+      () => metricOf(gw.adminUrl, 'basegate_upstream_share_waiting'),
+      (n) => n === 1
+    )
     gone.destroy()
     expect((await slow).status).toBe(200)
     // The next call gets the connection (not the one the leaver left stuck).
@@ -107,7 +112,12 @@ describe('a client that leaves while its call is being checked', () => {
     const gone = connect(gw.port, '127.0.0.1')
     await new Promise<void>((r) => gone.once('connect', () => r()))
     gone.write(`GET ${path.replace('table_name=T', 'table_name=gone')} HTTP/1.1\r\nhost: x\r\n\r\n`)
-    await new Promise((r) => setTimeout(r, 150))
+    // Its check has reached the store: Redis holds it in the pause.
+    await until(
+      'the check held in the pause',
+      async () => /^blocked_clients:(\d+)/m.exec(await admin.info('clients'))?.[1],
+      (n) => Number(n) >= 1
+    )
     gone.destroy()
     // The pause ends, the check answers, and the call finds its client gone: its request line
     // says so (status 0), as for any client that leaves.

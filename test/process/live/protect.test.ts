@@ -233,10 +233,14 @@ describe('max_in_flight: auto', () => {
   it('starts at min_in_flight and shows the ceiling and the measured times', async () => {
     const state = JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
     expect(state).toMatchObject({ max_in_flight: 'auto', ceiling: 3 })
-    for (let i = 0; i < 40; i++) await send(t.gw.port, { path: rowsPath() })
-    await new Promise((r) => setTimeout(r, 300))
-    for (let i = 0; i < 10; i++) await send(t.gw.port, { path: rowsPath() })
-    const after = JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
+    // The times are measured over intervals of 250 ms: calls until one has ended.
+    const protect = async () =>
+      JSON.parse((await send(t.gw.adminPort, { path: '/v1/protect' })).body)
+    await until(async () => {
+      for (let i = 0; i < 10; i++) await send(t.gw.port, { path: rowsPath() })
+      return (await protect()).recent_ms !== null
+    })
+    const after = await protect()
     expect(after.recent_ms).toBeGreaterThan(0)
     expect(after.unloaded_ms).toBeGreaterThan(0)
     expect(after.ceiling).toBeGreaterThanOrEqual(3)
