@@ -4,20 +4,21 @@ import { connect, type AddressInfo, type Socket } from 'node:net'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import WebSocket, { WebSocketServer } from 'ws'
-import { RedisUsageStore } from '../../src/usage/store.js'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
-import { freePort } from '../helpers/ports.js'
-import { spawnRedisServer, startRedis, waitForPing, type TestRedis } from '../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
-import { holds as until } from '../helpers/until.js'
-import { metricOf } from '../helpers/metrics.js'
+import { RedisUsageStore } from '../../../src/usage/store.js'
+import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { send } from '../../helpers/http.js'
+import { freePort } from '../../helpers/ports.js'
+import { spawnRedisServer, startRedis, waitForPing, type TestRedis } from '../../helpers/redis.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
+import { holds as until } from '../../helpers/until.js'
+import { metricOf } from '../../helpers/metrics.js'
 
 // Issue #46 (SPEC §4 as changed on 2026-11-28, "what strangers can hold"): each finding scaled
-// down and named after it, against the real process and real redis-servers, loopback addresses
-// telling the clients apart.
+// down and named after it, against the real listeners (served in the test's process, issue #48)
+// and real redis-servers, loopback addresses telling the clients apart.
 
-const metric = async (gw: GatewayProcess, name: string) => (await metricOf(gw.adminUrl, name)) || 0
+const metric = async (gw: Gateway, name: string) => (await metricOf(gw.adminUrl, name)) || 0
 
 /** A GET from `localAddress`: its status, body and time (0 when it failed). */
 function timedGet(
@@ -57,7 +58,7 @@ async function silentReader(port: number, localAddress: string, head: string): P
 
 describe('finding 1: slow readers hold bytes, not the server connections', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   // Larger than what the loopback socket buffers take: the rest must wait in basegate.
   const big = Buffer.alloc(8 * 1024 * 1024)
   for (let i = 0; i < big.length; i++) big[i] = i % 251
@@ -73,7 +74,7 @@ describe('finding 1: slow readers hold bytes, not the server connections', () =>
       } else res.end('{"ok":true}')
     })
     // 16 upstream connections, 2 per client: 8 addresses reading slowly could hold them all.
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(up.url, 'rate_limits: { other: unlimited }').replace(
         /^upstream: .*$/m,
         `upstream: { url: "${up.url}", max_connections: 16 }`
@@ -124,10 +125,10 @@ describe('finding 1: slow readers hold bytes, not the server connections', () =>
 
 describe('finding 2: uploads that send no byte hold no server connection', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(up.url, 'rate_limits: { account: unlimited, other: unlimited }').replace(
         /^upstream: .*$/m,
         `upstream: { url: "${up.url}", max_connections: 16 }`
@@ -200,13 +201,13 @@ describe('finding 2: uploads that send no byte hold no server connection', () =>
 describe('finding 3: nothing a stranger sends outlives its window', () => {
   let redis: TestRedis
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   let client: Redis
   beforeAll(async () => {
     redis = await startRedis()
     up = await startStubUpstream()
     client = new Redis(redis.url)
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         up.url,
         `store: { url: "${redis.url}", prefix: "${redis.prefix}str:" }\nrate_limits: { base: 1000/min }`
@@ -299,7 +300,7 @@ describe('finding 3: nothing a stranger sends outlives its window', () => {
 
 describe('finding 3: a store that refuses writes is a store failure, with its own words', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   let port: number
   let client: Redis
   beforeAll(async () => {
@@ -309,7 +310,7 @@ describe('finding 3: a store that refuses writes is a store failure, with its ow
     await waitForPing(`redis://127.0.0.1:${port}`)
     client = new Redis(`redis://127.0.0.1:${port}`, { retryStrategy: () => null })
     client.on('error', () => {})
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(up.url, `store: { url: "redis://127.0.0.1:${port}", on_error: open }`)
     )
   })
@@ -357,10 +358,10 @@ describe('finding 3: a store that refuses writes is a store failure, with its ow
 
 describe('finding 5: a few addresses cannot take every client connection', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(up.url, '').replace(
         /^listen: .*$/m,
         'listen: { host: 127.0.0.1, port: 0, max_connections: 30, max_connections_per_client: 10 }'
@@ -399,7 +400,7 @@ describe('finding 5: a few addresses cannot take every client connection', () =>
 })
 
 describe('finding 6: only WebSockets on the socket paths are tunnelled, idle tunnels close, tunnels are capped', () => {
-  let gw: GatewayProcess
+  let gw: Gateway
   const server = createServer((_req: IncomingMessage, res: ServerResponse) => res.end('http'))
   const seen: string[] = []
   server.on('request', (req: IncomingMessage) => seen.push(req.url!))
@@ -408,7 +409,7 @@ describe('finding 6: only WebSockets on the socket paths are tunnelled, idle tun
   beforeAll(async () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(url, 'rate_limits: { other: unlimited }').replace(
         /^upstream: .*$/m,
         `upstream: { url: "${url}", max_connections: 4, tunnel_idle_ms: 600 }`
@@ -476,10 +477,10 @@ describe('finding 6: only WebSockets on the socket paths are tunnelled, idle tun
 
 describe('finding 8 and issue #46 item 10: what the gateway reads and says stays its own', () => {
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         `${up.url}/?key=s3cret-key&api_key=s3cret-api`,
         'store: { prefix: "${BG_SECRET_PREFIX}:" }'
@@ -564,11 +565,11 @@ describe('finding 8 and issue #46 item 10: what the gateway reads and says stays
 describe('finding 9: the export streams whatever the number of bases', () => {
   let redis: TestRedis
   let up: StubUpstream
-  let gw: GatewayProcess
+  let gw: Gateway
   beforeAll(async () => {
     redis = await startRedis()
     up = await startStubUpstream()
-    gw = await startGateway(
+    gw = await startLive(
       testYaml(
         up.url,
         `store: { url: "${redis.url}", prefix: "${redis.prefix}exp:" }\nmonthly:\n  plans: { p: { calls: 100 } }\n  teams: [ { id: "=cmd|' /C calc'!A0", plan: p, bases: ["6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10"] } ]`
