@@ -1,17 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Agent, request } from 'undici'
-import { runOnce, startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { rowsPath, send } from '../helpers/http.js'
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
-import { metricSum } from '../helpers/metrics.js'
+import { runOnce, testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { startLive } from '../../helpers/live.js'
+import { rowsPath, send } from '../../helpers/http.js'
+import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js'
+import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
+import { metricSum } from '../../helpers/metrics.js'
+
+// Two instances on a real Redis Cluster, served in the test's process (issue #48).
 
 const TEAM_BASE = 'acacacac-0d3b-4c59-9a51-3e2d7c8b9a10'
 
 describe('two instances on a real Redis Cluster', () => {
   let cluster: TestCluster
   let up: StubUpstream
-  const gws: GatewayProcess[] = []
+  const gws: Gateway[] = []
 
   beforeAll(async () => {
     cluster = await startCluster()
@@ -29,7 +32,7 @@ rate_limits: { base: 60/min, ip_ceiling: 10/min }
 monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${TEAM_BASE}"] } ] }`
     )
     const opts = { env: { BASEGATE_USAGE_FLUSH_MS: '300' } }
-    gws.push(await startGateway(yaml, opts), await startGateway(yaml, opts))
+    gws.push(await startLive(yaml, opts), await startLive(yaml, opts))
   }, 60_000)
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.stop()))
@@ -89,7 +92,7 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
   // Issue #33: each subject's month is one hash in one slot; one flush writes to many slots.
   it('adds up the calls per day of bases in many slots and a team, and credits the team, across both instances', async () => {
     const admin = async (
-      g: GatewayProcess,
+      g: Gateway,
       path: string,
       init: Omit<Parameters<typeof send>[1], 'path'> = {}
     ) => send(g.adminPort, { ...init, path })
@@ -161,7 +164,7 @@ describe('upgrade-report on a password-protected Redis Cluster (regression)', ()
       up.url,
       `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }\nserver: { version: "5.1" }\nusage: { keep_after: 0 }`
     )
-    const gw = await startGateway(yaml, { env: { BASEGATE_REPORT_FLUSH_MS: '100' } })
+    const gw = await startLive(yaml, { env: { BASEGATE_REPORT_FLUSH_MS: '100' } })
     for (let i = 0; i < 3; i++)
       expect(
         (await send(gw.port, { path: `/dtable-server/api/v1/dtables/${U}/rows/` })).status
