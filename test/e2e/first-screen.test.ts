@@ -30,7 +30,12 @@ afterAll(async () => {
     }
   }
   signal('SIGTERM')
-  await new Promise((r) => setTimeout(r, 1000))
+  // Each has a second to end of itself; what is left of a group then is killed.
+  const ended = (p: ChildProcess) =>
+    new Promise<void>((r) =>
+      p.exitCode !== null || p.signalCode !== null ? r() : p.once('exit', () => r())
+    )
+  await Promise.race([Promise.all(started.map(ended)), new Promise((r) => setTimeout(r, 1000))])
   signal('SIGKILL')
 })
 

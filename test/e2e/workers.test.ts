@@ -141,10 +141,12 @@ describe('workers: 2 with the Redis store', () => {
     upstream.handle((_req, res) => setTimeout(() => res.end('slow'), 400))
     try {
       const pids = workerPids(g)
+      const atServer = () => upstream.seen.filter((s) => s.url === '/api2/repos/').length
+      const before = atServer()
       const inflight = Promise.all(
         Array.from({ length: 10 }, () => send(g.port, { path: '/api2/repos/' }))
       )
-      await new Promise((r) => setTimeout(r, 150))
+      await until(() => atServer() - before === 10) // all ten at the server
       const exit = g.stop('SIGTERM')
       const answers = await inflight
       expect(answers.map((a) => [a.status, a.body])).toEqual(Array(10).fill([200, 'slow']))

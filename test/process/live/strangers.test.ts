@@ -467,11 +467,10 @@ describe('finding 6: only WebSockets on the socket paths are tunnelled, idle tun
     expect(closed).toBeGreaterThan(300)
     expect(closed).toBeLessThan(3000)
     b.close()
-    // Their places are given back: a new tunnel opens.
-    await new Promise((r) => setTimeout(r, 200))
-    const c = await open()
-    expect(c).toBeInstanceOf(WebSocket)
-    ;(c as WebSocket).close()
+    // Their places are given back: a new tunnel opens (once b's close has reached the gateway).
+    let c: WebSocket | number = 0
+    await until(async () => (c = await open()) instanceof WebSocket)
+    ;(c as unknown as WebSocket).close()
   }, 15_000)
 })
 
