@@ -2,7 +2,7 @@
 // collision: FNV-1a (32 bits) over the string's UTF-16 code units. Cheap (no allocation) and
 // stable across processes and releases (the tuning shards are named by it).
 
-export const FNV_OFFSET = 0x811c9dc5
+const FNV_OFFSET = 0x811c9dc5
 
 /** FNV-1a of `s`, continuing from `h` (chain strings by passing the last result). */
 export function fnv1a(s: string, h: number = FNV_OFFSET): number {

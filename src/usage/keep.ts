@@ -15,7 +15,7 @@ import { zonedDayClock, type DayBounds } from '../quota/month.js'
 // generations: the older is dropped when the newer fills) and MAX_KEPT keys kept a day; past
 // that a key stays in `others`. A key is counted under its 32-bit hash, not its text: a
 // stranger's key is held no longer than its window here either, and a count costs a number
-// (~30 bytes) rather than the key's string beside it (~100): 6 MB at the bound, not 18. Two
+// (100,000 one-off keys retain 3.5 MB; with their text, 11.9: test/usage/keep.test.ts). Two
 // keys that share a hash share a count, so a key may be kept a little early: rare (a few
 // pairs in 200,000 keys) and harmless (it is only counted by name).
 
@@ -57,7 +57,8 @@ export class Keeper {
     if (this.kept.has(key)) return true
     const rules = this.rules()
     if (rules.keepAfter === 0 || rules.known(key)) return true
-    if (this.keptBefore.has(key)) return this.keep(key, fnv1a(key))
+    // Kept yesterday: kept from its first call today, so it has no count to drop.
+    if (this.keptBefore.has(key)) return this.keep(key, null)
     const h = fnv1a(key)
     const n = (this.counts.get(h) ?? this.older.get(h) ?? 0) + 1
     if (near || n >= rules.keepAfter) return this.keep(key, h)
@@ -77,14 +78,17 @@ export class Keeper {
     return rules.keepAfter === 0 || rules.known(key)
   }
 
-  private keep(key: string, h: number): boolean {
+  /** Keeps `key` from now; `h`: its hash, when it was counted towards keep_after today. */
+  private keep(key: string, h: number | null): boolean {
     if (this.kept.size >= MAX_KEPT) {
       this.full++
       return false
     }
     this.kept.add(key)
-    this.counts.delete(h)
-    this.older.delete(h)
+    if (h !== null) {
+      this.counts.delete(h)
+      this.older.delete(h)
+    }
     return true
   }
 

@@ -1,9 +1,18 @@
+import v8 from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { Keeper, MAX_KEPT, type KeepRules } from '../../src/usage/keep.js'
 
 // SPEC §4 "Nothing a stranger sends outlives its window": which keys are kept by name.
 
 const DAY = Date.parse('2026-11-23T10:00:00Z')
+v8.setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
+/** The heap that survives a full collection (what is held, not garbage). */
+const retainedMb = () => {
+  gc()
+  return process.memoryUsage().heapUsed / 2 ** 20
+}
 const NEXT_DAY = Date.parse('2026-11-24T10:00:00Z')
 
 function keeper(rules: Partial<KeepRules> = {}) {
@@ -48,5 +57,17 @@ describe('Keeper', () => {
     for (let i = 0; i < MAX_KEPT; i++) near.see(`base:${i}`, DAY, true)
     expect(near.see('base:one-more', DAY, true)).toBe(false)
     expect(near.full).toBe(1)
+  })
+
+  it("counts a one-off key without holding its text (SPEC §4: a stranger's key outlives no window)", () => {
+    const k = keeper({ keepAfter: 1_000_000 })
+    // Keys as long as a base's (`base:` and a UUID): their text would be ~100 bytes a count.
+    const key = (i: number) => `base:${i.toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
+    const before = retainedMb()
+    for (let i = 0; i < 100_000; i++) k.see(key(i), DAY, false)
+    const held = retainedMb() - before
+    console.log(`keep_after counts of 100,000 one-off keys: ${held.toFixed(1)} MB retained`)
+    expect(k.keptToday).toBe(0)
+    expect(held).toBeLessThan(6)
   })
 })
