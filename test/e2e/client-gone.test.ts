@@ -1,7 +1,11 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
-import { send } from '../helpers/http.js'
+import {
+  onePooledConnection,
+  startGateway,
+  type GatewayProcess,
+} from '../helpers/gateway-process.js'
+import { answerWithin, send } from '../helpers/http.js'
 import { until } from '../helpers/until.js'
 import { metricOf } from '../helpers/metrics.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
@@ -13,22 +17,6 @@ import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.j
 // body). Every later call then queued behind it, and SIGTERM never finished draining.
 
 const SLOW = '/api2/repos/slow/'
-
-/** limits.yaml with one pooled upstream connection (so a connection held for good shows). */
-function onePooledConnection(upstreamUrl: string, upstream = '', extra = ''): string {
-  return testYaml(upstreamUrl, extra).replace(
-    /^upstream:.*$/m,
-    `upstream: { url: "${upstreamUrl}", max_connections: 1${upstream} }`
-  )
-}
-
-/** The answer to a GET, or null when none came within `ms`. */
-function answerWithin(port: number, path: string, ms: number) {
-  return Promise.race([
-    send(port, { path }),
-    new Promise<null>((r) => setTimeout(() => r(null), ms)),
-  ])
-}
 
 describe('a client that leaves while its call waits for an upstream connection', () => {
   let up: StubUpstream

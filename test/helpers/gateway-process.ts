@@ -154,6 +154,14 @@ export function testYaml(upstreamUrl: string, extra = ''): string {
   return `listen: { host: 127.0.0.1, port: 0 }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${upstreamUrl}" }\n${extra}\n`
 }
 
+/** testYaml with one pooled upstream connection (so a connection held for good shows). */
+export function onePooledConnection(upstreamUrl: string, upstream = '', extra = ''): string {
+  return testYaml(upstreamUrl, extra).replace(
+    /^upstream:.*$/m,
+    `upstream: { url: "${upstreamUrl}", max_connections: 1${upstream} }`
+  )
+}
+
 /** testYaml with an admin listener that asks for `token` (the admin API's auth, SPEC §7). */
 export function testYamlWithToken(upstreamUrl: string, token: string, extra = ''): string {
   return testYaml(upstreamUrl, extra).replace(

@@ -54,3 +54,11 @@ export function send(
 export const UUID = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 export const rowsPath = (uuid = UUID) =>
   `/api-gateway/api/v2/dtables/${uuid}/rows/?table_name=Table1`
+
+/** The answer to a GET, or null when none came within `ms`. */
+export function answerWithin(port: number, path: string, ms: number): Promise<Answer | null> {
+  return Promise.race([
+    send(port, { path }),
+    new Promise<null>((r) => setTimeout(() => r(null), ms)),
+  ])
+}

@@ -1,8 +1,8 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { onePooledConnection, type Gateway } from '../../helpers/gateway-process.js'
 import { startLive } from '../../helpers/live.js'
-import { send } from '../../helpers/http.js'
+import { answerWithin, send } from '../../helpers/http.js'
 import { until } from '../../helpers/until.js'
 import { useRedis } from '../../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
@@ -11,22 +11,6 @@ import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstrea
 // its answer: neither keeps the one upstream connection from the next call. Served in the
 // test's process (issue #48); the client that leaves while its call waits for a connection,
 // and the SIGTERM after it, are in test/e2e/client-gone.test.ts.
-
-/** limits.yaml with one pooled upstream connection (so a connection held for good shows). */
-function onePooledConnection(upstreamUrl: string, upstream = '', extra = ''): string {
-  return testYaml(upstreamUrl, extra).replace(
-    /^upstream:.*$/m,
-    `upstream: { url: "${upstreamUrl}", max_connections: 1${upstream} }`
-  )
-}
-
-/** The answer to a GET, or null when none came within `ms`. */
-function answerWithin(port: number, path: string, ms: number) {
-  return Promise.race([
-    send(port, { path }),
-    new Promise<null>((r) => setTimeout(() => r(null), ms)),
-  ])
-}
 
 describe('a client that leaves while its call is being checked', () => {
   // The rate check waits on the store (paused here); the client leaves meanwhile, so its
