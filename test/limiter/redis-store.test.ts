@@ -91,6 +91,38 @@ describe('RedisStore against a real redis-server', () => {
     expect(ttl).toBeLessThanOrEqual(60_000 + 2 * 1_200)
   })
 
+  it('sets the idle expiry again when a call opens a bucket of a live key (a busy key never expires under its calls)', async () => {
+    const prefix = `${db.redis.prefix}reopen:`
+    const store = new CallerClockRedisStore(client(), { clock: systemClock, prefix })
+    const admin = client()
+    const c = charge(1_000_000)
+    const t0 = Date.now()
+    await store.consume([c], t0) // a new key: its first bucket and expiry
+    expect(await admin.pttl(prefix + c.key)).toBeGreaterThan(60_000)
+    await store.consume([c], t0 + 10) // the same bucket: the steady state, expiry kept
+    // Shortened by hand: only a call that opens a bucket may set it again.
+    await admin.pexpire(prefix + c.key, 5_000)
+    await store.consume([c], t0 + 20)
+    expect(await admin.pttl(prefix + c.key)).toBeLessThanOrEqual(5_000)
+    await store.consume([c], t0 + 1_300) // the next bucket (60 s / 50 = 1.2 s a bucket)
+    expect(await admin.pttl(prefix + c.key)).toBeGreaterThan(60_000)
+    expect((await store.consume([c], t0 + 1_310)).windows[0]!.used).toBe(5)
+  })
+
+  it('admits nothing on a window of limit 0, a new key or not (the config allows 1 at least; the store holds without it)', async () => {
+    const store = new CallerClockRedisStore(client(), {
+      clock: systemClock,
+      prefix: `${db.redis.prefix}zero:`,
+    })
+    const c = charge(0)
+    const t0 = Date.now()
+    for (const at of [t0, t0 + 10, t0 + 1_300]) {
+      const d = await store.consume([c], at)
+      expect(d.allowed).toBe(false)
+      expect(d.windows[0]!.used).toBe(0)
+    }
+  })
+
   it('shares counts between stores (instances) on one Redis', async () => {
     const prefix = `${db.redis.prefix}shared:`
     const stores = [0, 1, 2].map(

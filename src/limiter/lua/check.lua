@@ -38,6 +38,40 @@ if not peek and deadline > 0 and storeNow > deadline then
   return { -1, now, storeNow }
 end
 
+-- SPEC §12, the commonest calls in one read and one write: one sliding window charged one call
+-- (no team quota, no dry-run rule, no lease) and under its limit, its key new or every counted
+-- bucket still in the window. They are answered as the general path below would answer them,
+-- without its tables per window (a third of the script's time, measured in Redis). Anything
+-- else goes on there with the read made here (`head1`).
+local head1 = nil
+if n == 1 and not peek and tonumber(ARGV[FIRST + 3]) == 0 and ARGV[FIRST + 4] ~= '1'
+    and tonumber(ARGV[FIRST + 5]) <= 1 then
+  local windowMs = tonumber(ARGV[FIRST + 1])
+  if windowMs > 0 then
+    local limit = tonumber(ARGV[FIRST])
+    local bucketMs = windowMs / buckets
+    local cur = math.floor(now / bucketMs)
+    local curField = field(cur)
+    head1 = redis.call('HMGET', KEYS[1], 't', 'o', curField)
+    local first = tonumber(head1[2])
+    if first == nil then
+      if limit >= 1 then
+        redis.call('HSET', KEYS[1], curField, '1', 't', '1', 'o', curField)
+        redis.call('PEXPIRE', KEYS[1], field(windowMs + 2 * bucketMs))
+        return { 1, now, storeNow, 1, (cur + 1) * bucketMs + windowMs, 0, limit, 1 }
+      end
+    else
+      local sum = tonumber(head1[1]) or 0
+      if first >= math.floor((now - windowMs) / bucketMs) and sum + 1 <= limit then
+        local held = tonumber(head1[3] or '0')
+        redis.call('HSET', KEYS[1], curField, field(held + 1), 't', field(sum + 1))
+        if held == 0 then redis.call('PEXPIRE', KEYS[1], field(windowMs + 2 * bucketMs)) end
+        return { 1, now, storeNow, sum + 1, (first + 1) * bucketMs + windowMs, 0, limit, 1 }
+      end
+    end
+  end
+end
+
 -- Drops the buckets that left the window (index < oldest) from the total; returns the new
 -- total and the oldest bucket still holding calls (nil when none). Deletes the buckets that
 -- left (not on a peek); the new total and oldest are the caller's to write, with the charge.
@@ -142,7 +176,7 @@ for i = 1, n do
     current[i] = cur
     -- The total, the oldest live bucket and the current bucket, in one read (SPEC §12: a call
     -- in the steady state reads once and writes once).
-    local head = redis.call('HMGET', key, 't', 'o', field(cur))
+    local head = (i == 1 and head1) or redis.call('HMGET', key, 't', 'o', field(cur))
     local first = tonumber(head[2])
     local sum = first and tonumber(head[1]) or 0
     held[i] = tonumber(head[3] or '0')
