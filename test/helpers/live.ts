@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream'
+import { afterAll, beforeAll } from 'vitest'
 import { systemClock } from '../../src/clock.js'
 import { loadConfigFile } from '../../src/config/load.js'
 import { createLogger } from '../../src/observe/log.js'
@@ -7,6 +8,7 @@ import { logListening, probeUpstream } from '../../src/process/lifecycle.js'
 import { runtimeOf } from '../../src/process/runtime.js'
 import { listenAlone } from '../../src/process/serve-alone.js'
 import { logLines, writeConfig, type Gateway } from './gateway-process.js'
+import { startStubUpstream, type StubUpstream } from './stub-upstream.js'
 
 // Issue #48: the gateway as `basegate` serves alone (its real proxy and admin listeners, the
 // undici forwarder, the slow-client relay, the connection caps, the store of its file), in the
@@ -57,6 +59,36 @@ export async function startLive(
       if (stopped !== null) return stopped
       core.draining = true
       return (stopped = l.close().then(() => 0))
+    },
+  }
+}
+
+/**
+ * A stub upstream and the gateway of `yaml(up)` served in the test's process, up for the
+ * `describe` block (or file) that calls it and stopped after it: the setup every live file
+ * wrote by hand. `upstream` shapes the stub before the gateway starts.
+ */
+export function useLive(
+  yaml: (up: StubUpstream) => string,
+  opts: { env?: NodeJS.ProcessEnv; upstream?: (up: StubUpstream) => void } = {}
+): { readonly gw: Gateway; readonly up: StubUpstream } {
+  let up: StubUpstream | undefined
+  let gw: Gateway | undefined
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    opts.upstream?.(up)
+    gw = await startLive(yaml(up), { env: opts.env })
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+  return {
+    get gw() {
+      return gw!
+    },
+    get up() {
+      return up!
     },
   }
 }

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { testYamlWithToken, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { describe, expect, it } from 'vitest'
+import { testYamlWithToken } from '../../helpers/gateway-process.js'
+import { useLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
 import { metricOf } from '../../helpers/metrics.js'
-import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #31 item 5 (SPEC §7): a state-changing admin call that a browser marks as sent from
 // another site is refused 403, and no admin answer may be cached. The same calls from a real
@@ -13,28 +12,19 @@ const TOKEN = 'cross-site-token-0123456789'
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 
 describe('the admin API against browsers (issue #31 item 5)', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
-      testYamlWithToken(
-        up.url,
-        TOKEN,
-        `monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
-      )
+  const live = useLive((up) =>
+    testYamlWithToken(
+      up.url,
+      TOKEN,
+      `monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${U}"] } ] }`
     )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   const auth = { authorization: `Bearer ${TOKEN}` }
-  const own = () => `http://127.0.0.1:${gw.adminPort}`
+  const own = () => `http://127.0.0.1:${live.gw.adminPort}`
   // Reloads tried, as the gateway counts them (its answer, not a log line).
   const reloads = async () =>
-    (await metricOf(gw.adminUrl, 'basegate_config_reloads_total', auth)) || 0
+    (await metricOf(live.gw.adminUrl, 'basegate_config_reloads_total', auth)) || 0
 
   it.each([
     ['an Origin of another site', { origin: 'http://evil.example' }],
@@ -44,7 +34,7 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
     ['Sec-Fetch-Site: same-site', { 'sec-fetch-site': 'same-site' }],
   ])('POST /v1/reload with %s: 403, nothing reloaded', async (_name, headers) => {
     const before = await reloads()
-    const a = await send(gw.adminPort, {
+    const a = await send(live.gw.adminPort, {
       method: 'POST',
       path: '/v1/reload',
       headers: { ...auth, ...headers },
@@ -56,20 +46,22 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
   })
 
   it('PUT and DELETE are refused the same way; the team is unchanged', async () => {
-    const put = await send(gw.adminPort, {
+    const put = await send(live.gw.adminPort, {
       method: 'PUT',
       path: '/v1/teams/acme',
       headers: { ...auth, 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' },
       body: '{"users":500}',
     })
     expect(put.status).toBe(403)
-    const del = await send(gw.adminPort, {
+    const del = await send(live.gw.adminPort, {
       method: 'DELETE',
       path: '/v1/teams/acme',
       headers: { ...auth, origin: 'http://evil.example' },
     })
     expect(del.status).toBe(403)
-    const teams = JSON.parse((await send(gw.adminPort, { path: '/v1/teams', headers: auth })).body)
+    const teams = JSON.parse(
+      (await send(live.gw.adminPort, { path: '/v1/teams', headers: auth })).body
+    )
     expect(teams.teams[0].changed).toBe(false)
   })
 
@@ -80,7 +72,7 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
       { 'sec-fetch-site': 'none' },
       {},
     ]) {
-      const a = await send(gw.adminPort, {
+      const a = await send(live.gw.adminPort, {
         method: 'POST',
         path: '/v1/reload',
         headers: { ...auth, ...headers },
@@ -91,7 +83,7 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
   })
 
   it('a cross-site GET (reading, the page) is not refused by the guard', async () => {
-    const a = await send(gw.adminPort, {
+    const a = await send(live.gw.adminPort, {
       path: '/v1/status',
       headers: { ...auth, 'sec-fetch-site': 'cross-site', origin: 'http://evil.example' },
     })
@@ -119,7 +111,7 @@ describe('the admin API against browsers (issue #31 item 5)', () => {
       ['POST', '/v1/reload', auth],
     ]
     for (const [method, path, headers] of calls) {
-      const a = await send(gw.adminPort, { method, path, headers })
+      const a = await send(live.gw.adminPort, { method, path, headers })
       expect([path, a.headers['cache-control']]).toEqual([path, 'no-store'])
     }
   })

@@ -1,10 +1,9 @@
 import { decodeList } from 'structured-field-values'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { describe, expect, it } from 'vitest'
+import { testYaml } from '../../helpers/gateway-process.js'
+import { useLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
 import { useRedis } from '../../helpers/redis.js'
-import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #31 item 6 and issue #34 item 9: a 429 answered from the over-limit cache (no store
 // call) knows only the window that refused. Its RateLimit field names that one policy, never
@@ -23,34 +22,25 @@ const read = (v: string | string[] | undefined) =>
 
 describe('a refusal from the over-limit cache says what it knows', () => {
   const db = useRedis()
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
-      testYaml(
-        up.url,
-        `header_style: both
+  const live = useLive((up) =>
+    testYaml(
+      up.url,
+      `header_style: both
 store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}cached:" }
 rate_limits: { base: 3/min }
 monthly: { enabled: true, teams: [ { id: acme, plan: free, users: 1, bases: ["${U}"] } ] }`
-      )
     )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   it('RateLimit lists only the refusing window; the log line of a cached refusal has no made-up "used"', async () => {
-    for (let i = 0; i < 3; i++) expect((await send(gw.port, { path: rows })).status).toBe(200)
+    for (let i = 0; i < 3; i++) expect((await send(live.gw.port, { path: rows })).status).toBe(200)
     // The store's refusal: every window read.
-    const fromStore = await send(gw.port, { path: rows })
+    const fromStore = await send(live.gw.port, { path: rows })
     expect(fromStore.status).toBe(429)
     expect([...read(fromStore.headers['ratelimit']).keys()]).toEqual(['base', 'monthly'])
     expect(read(fromStore.headers['ratelimit']).get('monthly')!.r).toBe(2997)
     // The cache's refusals: only the window it knows is full.
-    const cached = await send(gw.port, {
+    const cached = await send(live.gw.port, {
       path: rows,
       headers: { 'x-request-id': 'cached-refusal-1' },
     })
@@ -62,11 +52,11 @@ monthly: { enabled: true, teams: [ { id: acme, plan: free, users: 1, bases: ["${
     expect(cached.headers['x-ratelimit-remaining']).toBe('0')
     expect(Number(cached.headers['retry-after'])).toBeGreaterThanOrEqual(state.get('base')!.t!)
 
-    const line = await gw.waitForLog((l) => l.request_id === 'cached-refusal-1')
+    const line = await live.gw.waitForLog((l) => l.request_id === 'cached-refusal-1')
     expect(line.status).toBe(429)
     expect(line.team).toBe('acme')
     expect(line.used).toBeUndefined()
-    const storeLine = gw.logs.filter((l) => l.status === 429)[0]!
+    const storeLine = live.gw.logs.filter((l) => l.status === 429)[0]!
     expect(storeLine.used).toBe(3)
   })
 })

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { onePooledConnection, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { startLive, useLive } from '../../helpers/live.js'
 import { answerWithin, send } from '../../helpers/http.js'
 import { until } from '../../helpers/until.js'
 import { useRedis } from '../../helpers/redis.js'
@@ -16,30 +16,21 @@ describe('a client that leaves while its call is being checked', () => {
   // The rate check waits on the store (paused here); the client leaves meanwhile, so its
   // response has closed before the call reaches the forwarder.
   const db = useRedis({ own: true })
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
-      onePooledConnection(
-        up.url,
-        '',
-        `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}", timeout_ms: 3000 }\nrate_limits: { base: 1000/min }`
-      )
+  const live = useLive((up) =>
+    onePooledConnection(
+      up.url,
+      '',
+      `store: { url: "${db.redis.url}", prefix: "${db.redis.prefix}", timeout_ms: 3000 }\nrate_limits: { base: 1000/min }`
     )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   it('sends nothing upstream for it and keeps no connection: the next call is answered', async () => {
     const base = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
     const path = `/api-gateway/api/v2/dtables/${base}/rows/?table_name=T`
-    expect((await send(gw.port, { path })).status).toBe(200) // the pool's connection is open
+    expect((await send(live.gw.port, { path })).status).toBe(200) // the pool's connection is open
     const admin = db.client()
     await admin.call('CLIENT', 'PAUSE', '500', 'WRITE')
-    const gone = connect(gw.port, '127.0.0.1')
+    const gone = connect(live.gw.port, '127.0.0.1')
     await new Promise<void>((r) => gone.once('connect', () => r()))
     gone.write(`GET ${path.replace('table_name=T', 'table_name=gone')} HTTP/1.1\r\nhost: x\r\n\r\n`)
     // Its check has reached the store: Redis holds it in the pause.
@@ -51,11 +42,11 @@ describe('a client that leaves while its call is being checked', () => {
     gone.destroy()
     // The pause ends, the check answers, and the call finds its client gone: its request line
     // says so (status 0), as for any client that leaves.
-    const line = await gw.waitForLog((l) => l.outcome === 'client_aborted')
+    const line = await live.gw.waitForLog((l) => l.outcome === 'client_aborted')
     expect(line).toMatchObject({ class: 'base', status: 0, msg: 'client went away' })
-    const next = await answerWithin(gw.port, path, 4_000)
+    const next = await answerWithin(live.gw.port, path, 4_000)
     expect(next?.status).toBe(200)
-    expect(up.seen.filter((s) => s.url.includes('table_name=gone'))).toEqual([])
+    expect(live.up.seen.filter((s) => s.url.includes('table_name=gone'))).toEqual([])
   }, 20_000)
 })
 

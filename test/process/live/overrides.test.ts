@@ -1,7 +1,7 @@
 import { parseList } from 'structured-headers'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { startLive, useLive } from '../../helpers/live.js'
 import { rowsPath, send } from '../../helpers/http.js'
 import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js'
 import { useRedis } from '../../helpers/redis.js'
@@ -52,41 +52,33 @@ async function admitted(gw: Gateway, path: string, n: number, ip = '192.0.2.1') 
 }
 
 describe('overrides in limits.yaml', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(testYaml(up.url, FILE))
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const live = useLive((up) => testYaml(up.url, FILE))
 
   it('a base override above and one below the class limit take its place', async () => {
     // The rows rule (4/min) still applies beside an override: use another path of the base.
     const tables = (u: string) => `/api-gateway/api/v2/dtables/${u}/tables/`
-    expect(await admitted(gw, tables(HIGH), 8)).toBe(6)
-    expect(await admitted(gw, tables(LOW), 3)).toBe(1)
-    expect(await admitted(gw, tables(PLAIN), 5)).toBe(3)
+    expect(await admitted(live.gw, tables(HIGH), 8)).toBe(6)
+    expect(await admitted(live.gw, tables(LOW), 3)).toBe(1)
+    expect(await admitted(live.gw, tables(PLAIN), 5)).toBe(3)
   })
 
   it('a team override applies to each base of the team; shared: true counts the team once', async () => {
     const tables = (u: string) => `/api-gateway/api/v2/dtables/${u}/tables/`
-    expect(await admitted(gw, tables(TEAM_A1), 4)).toBe(2)
-    expect(await admitted(gw, tables(TEAM_A2), 4)).toBe(2)
+    expect(await admitted(live.gw, tables(TEAM_A1), 4)).toBe(2)
+    expect(await admitted(live.gw, tables(TEAM_A2), 4)).toBe(2)
     expect(
-      (await admitted(gw, tables(SHARED_1), 3)) + (await admitted(gw, tables(SHARED_2), 3))
+      (await admitted(live.gw, tables(SHARED_1), 3)) +
+        (await admitted(live.gw, tables(SHARED_2), 3))
     ).toBe(4)
   })
 
   it('a client override by CIDR; a base named directly wins over its team, and either over the network', async () => {
     const tables = (u: string) => `/api-gateway/api/v2/dtables/${u}/tables/`
-    expect(await admitted(gw, tables(uuid(20)), 7, '10.7.3.4')).toBe(5)
+    expect(await admitted(live.gw, tables(uuid(20)), 7, '10.7.3.4')).toBe(5)
     // NAMED_IN_TEAM is in acme (2/min) and named by etl (6/min): etl.
-    expect(await admitted(gw, tables(NAMED_IN_TEAM), 8, '10.7.3.4')).toBe(6)
+    expect(await admitted(live.gw, tables(NAMED_IN_TEAM), 8, '10.7.3.4')).toBe(6)
     // A base of acme from the office network: the team's override.
-    const teamCall = await send(gw.port, {
+    const teamCall = await send(live.gw.port, {
       path: tables(TEAM_A2),
       headers: { 'x-forwarded-for': '10.7.9.9' },
     })
@@ -94,7 +86,7 @@ describe('overrides in limits.yaml', () => {
   })
 
   it('names the override in the IETF fields and keeps rules and ip_ceiling beside it', async () => {
-    const a = await send(gw.port, {
+    const a = await send(live.gw.port, {
       path: rowsPath(RULED),
       headers: { 'x-forwarded-for': '192.0.2.50' },
     })
@@ -104,13 +96,13 @@ describe('overrides in limits.yaml', () => {
     const etl = policies.find(([n]) => n === 'etl')!
     expect(etl[1].get('q')).toBe(6)
     // The rule (4/min) refuses before the override (6/min) would.
-    expect(await admitted(gw, rowsPath(RULED), 5, '192.0.2.50')).toBe(3)
+    expect(await admitted(live.gw, rowsPath(RULED), 5, '192.0.2.50')).toBe(3)
   })
 
   it('a dry-run override leaves the class limit in force and logs the calls it would refuse', async () => {
     const tables = `/api-gateway/api/v2/dtables/${TRIAL}/tables/`
-    expect(await admitted(gw, tables, 4)).toBe(3)
-    const line = await gw.waitForLog(
+    expect(await admitted(live.gw, tables, 4)).toBe(3)
+    const line = await live.gw.waitForLog(
       (l) => Array.isArray(l.rules) && (l.rules as string[]).includes('trial')
     )
     expect(line).toMatchObject({ level: 'warn', dry_run: true, status: 200 })
@@ -119,13 +111,13 @@ describe('overrides in limits.yaml', () => {
   })
 
   it('shows which override applies in /v1/usage and lists them in /v1/overrides', async () => {
-    const u = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${HIGH}` })).body)
+    const u = JSON.parse((await send(live.gw.adminPort, { path: `/v1/usage/base/${HIGH}` })).body)
     expect(u.override).toBe('etl')
     expect(u.windows.find((w: { class: string }) => w.class === 'base')).toMatchObject({
       limit: 6,
       override: 'etl',
     })
-    const list = JSON.parse((await send(gw.adminPort, { path: '/v1/overrides' })).body)
+    const list = JSON.parse((await send(live.gw.adminPort, { path: '/v1/overrides' })).body)
     expect(list.overrides.map((o: { name: string }) => o.name)).toEqual([
       'etl',
       'slow',

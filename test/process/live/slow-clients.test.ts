@@ -2,7 +2,7 @@ import { request, type ClientRequest, type IncomingMessage, type ServerResponse 
 import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { startLive, useLive } from '../../helpers/live.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 import { metricOf } from '../../helpers/metrics.js'
 
@@ -170,18 +170,10 @@ describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => 
 })
 
 describe('connections are capped, per client and in all (issue #39 item 3)', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
+  const live = useLive(
+    (up) =>
       `listen: { host: 127.0.0.1, port: 0, max_connections_per_client: 10, max_connections: 30, keepalive_timeout_ms: 400 }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${up.url}" }\nclient_ip: { trusted_proxies: [127.0.0.9] }\n`
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   const openIdle = (n: number, localAddress: string): Promise<Socket[]> =>
     Promise.all(
@@ -189,7 +181,7 @@ describe('connections are capped, per client and in all (issue #39 item 3)', () 
         { length: n },
         () =>
           new Promise<Socket>((resolve) => {
-            const s = connect({ host: '127.0.0.1', port: gw.port, localAddress })
+            const s = connect({ host: '127.0.0.1', port: live.gw.port, localAddress })
             s.on('error', () => {})
             s.resume() // a paused socket never sees its end
             s.once('connect', () => resolve(s))
@@ -221,14 +213,14 @@ describe('connections are capped, per client and in all (issue #39 item 3)', () 
     expect(answer).toMatch(/^HTTP\/1\.1 503 /)
     expect(answer.toLowerCase()).toContain('retry-after: 1')
     expect(answer).toContain('max_connections_per_client')
-    const other = await timedGet(gw.port, '/api/v2.1/user/', '127.0.0.3')
+    const other = await timedGet(live.gw.port, '/api/v2.1/user/', '127.0.0.3')
     expect(other.status).toBe(200)
     for (const s of held) s.destroy()
     expect(
-      await metric(gw, 'basegate_connections_refused_total{cap="max_connections_per_client"}')
+      await metric(live.gw, 'basegate_connections_refused_total{cap="max_connections_per_client"}')
     ).toBeGreaterThanOrEqual(16)
     // Logged at most once a minute per client.
-    const lines = gw.logs.filter((l) => String(l.msg).startsWith('a connection past a cap'))
+    const lines = live.gw.logs.filter((l) => String(l.msg).startsWith('a connection past a cap'))
     expect(lines.length).toBe(1)
     expect(lines[0]).toMatchObject({
       client: '127.0.0.2',
@@ -284,26 +276,17 @@ describe('connections are capped, per client and in all (issue #39 item 3)', () 
     expect(await closedWithin(newcomer[0]!, 500)).toBe(false)
     const proxyShut = await Promise.all(proxy.map((s) => closedWithin(s, 300)))
     expect(proxyShut.filter(Boolean).length).toBe(0)
-    expect(await metric(gw, 'basegate_connections_yielded_total')).toBe(1)
+    expect(await metric(live.gw, 'basegate_connections_yielded_total')).toBe(1)
     for (const s of [...proxy, ...more, ...newcomer]) s.destroy()
   })
 })
 
 describe('two Content-Type headers on a checked call (issue #39 item 4)', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(yaml(up.url, ''))
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  const live = useLive((up) => yaml(up.url, ''))
 
   const raw = (head: string, body: string) =>
     new Promise<string>((resolve) => {
-      const s = connect(gw.port, '127.0.0.1')
+      const s = connect(live.gw.port, '127.0.0.1')
       let seen = ''
       s.on('data', (d) => (seen += d.toString('latin1')))
       s.on('close', () => resolve(seen))
@@ -330,6 +313,6 @@ describe('two Content-Type headers on a checked call (issue #39 item 4)', () => 
     )
     expect(seen).toMatch(/^HTTP\/1\.1 400 /)
     expect(seen).toContain(`more than one ${name} header`)
-    expect(up.seen.some((s) => s.url.includes(u))).toBe(false)
+    expect(live.up.seen.some((s) => s.url.includes(u))).toBe(false)
   })
 })

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import WebSocket, { WebSocketServer } from 'ws'
 import { RedisUsageStore } from '../../../src/usage/store.js'
 import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { startLive, useLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
 import { freePort } from '../../helpers/ports.js'
 import { spawnRedisServer, startRedis, waitForPing, type TestRedis } from '../../helpers/redis.js'
@@ -124,27 +124,22 @@ describe('finding 1: slow readers hold bytes, not the server connections', () =>
 })
 
 describe('finding 2: uploads that send no byte hold no server connection', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
-      testYaml(up.url, 'rate_limits: { account: unlimited, other: unlimited }').replace(
-        /^upstream: .*$/m,
-        `upstream: { url: "${up.url}", max_connections: 16 }`
-      )
+  const live = useLive((up) =>
+    testYaml(up.url, 'rate_limits: { account: unlimited, other: unlimited }').replace(
+      /^upstream: .*$/m,
+      `upstream: { url: "${up.url}", max_connections: 16 }`
     )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   it('6 addresses × 8 heads announcing 100 MB and no byte; another client’s 3 MB upload is forwarded whole, and a phone at 20 KiB/s is served', async () => {
     const heads: Socket[] = []
     for (let a = 0; a < 6; a++)
       for (let i = 0; i < 8; i++) {
-        const s = connect({ host: '127.0.0.1', port: gw.port, localAddress: `127.0.0.${40 + a}` })
+        const s = connect({
+          host: '127.0.0.1',
+          port: live.gw.port,
+          localAddress: `127.0.0.${40 + a}`,
+        })
         s.on('error', () => {})
         await new Promise<void>((r) => s.once('connect', () => r()))
         s.write(
@@ -153,18 +148,18 @@ describe('finding 2: uploads that send no byte hold no server connection', () =>
         heads.push(s)
       }
     await new Promise((r) => setTimeout(r, 300))
-    expect(await metric(gw, 'basegate_upstream_connections_in_use')).toBe(0)
-    expect(up.seen.some((x) => x.url.includes('/upload-api/'))).toBe(false)
+    expect(await metric(live.gw, 'basegate_upstream_connections_in_use')).toBe(0)
+    expect(live.up.seen.some((x) => x.url.includes('/upload-api/'))).toBe(false)
     // Another client's 3 MB upload: read ahead, then forwarded, every byte.
     const body = Buffer.alloc(3 * 1024 * 1024, 9)
-    const r = await send(gw.port, {
+    const r = await send(live.gw.port, {
       method: 'POST',
       path: '/seafhttp/upload-api/real',
       headers: { 'content-type': 'application/octet-stream' },
       body,
     })
     expect(r.status).toBe(200)
-    expect(up.seen.find((x) => x.url === '/seafhttp/upload-api/real')?.bytes).toBe(body.length)
+    expect(live.up.seen.find((x) => x.url === '/seafhttp/upload-api/real')?.bytes).toBe(body.length)
     for (const s of heads) s.destroy()
     // SPEC §4 min_body_rate: the average since the first byte (8 KiB/s by default), judged
     // from the 10th second: a phone at 20 KiB/s, 12 s, is never cut.
@@ -172,7 +167,7 @@ describe('finding 2: uploads that send no byte hold no server connection', () =>
       const req = request(
         {
           host: '127.0.0.1',
-          port: gw.port,
+          port: live.gw.port,
           method: 'POST',
           path: '/seafhttp/upload-api/phone',
           agent: false,
@@ -194,7 +189,9 @@ describe('finding 2: uploads that send no byte hold no server connection', () =>
       }, 1000)
     })
     expect(phone).toBe(200)
-    expect(up.seen.find((x) => x.url === '/seafhttp/upload-api/phone')?.bytes).toBe(12 * 20 * 1024)
+    expect(live.up.seen.find((x) => x.url === '/seafhttp/upload-api/phone')?.bytes).toBe(
+      12 * 20 * 1024
+    )
   }, 40_000)
 })
 
@@ -357,39 +354,34 @@ describe('finding 3: a store that refuses writes is a store failure, with its ow
 })
 
 describe('finding 5: a few addresses cannot take every client connection', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
-      testYaml(up.url, '').replace(
-        /^listen: .*$/m,
-        'listen: { host: 127.0.0.1, port: 0, max_connections: 30, max_connections_per_client: 10 }'
-      )
+  const live = useLive((up) =>
+    testYaml(up.url, '').replace(
+      /^listen: .*$/m,
+      'listen: { host: 127.0.0.1, port: 0, max_connections: 30, max_connections_per_client: 10 }'
     )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   it('three addresses holding the total: a fourth is served (an idle connection of the one holding the most yields); a connection past the per-client cap that sends nothing is closed at once', async () => {
     const idle: Socket[] = []
     for (let a = 0; a < 3; a++)
       for (let i = 0; i < 10; i++) {
-        const s = connect({ host: '127.0.0.1', port: gw.port, localAddress: `127.0.0.${50 + a}` })
+        const s = connect({
+          host: '127.0.0.1',
+          port: live.gw.port,
+          localAddress: `127.0.0.${50 + a}`,
+        })
         s.on('error', () => {})
         s.resume()
         await new Promise<void>((r) => s.once('connect', () => r()))
         idle.push(s)
       }
-    await until(async () => (await metric(gw, 'basegate_connections_open')) >= 30)
-    expect(await metric(gw, 'basegate_connections_open')).toBe(30)
-    const fourth = await timedGet(gw.port, '/api2/ping/', '127.0.0.60')
+    await until(async () => (await metric(live.gw, 'basegate_connections_open')) >= 30)
+    expect(await metric(live.gw, 'basegate_connections_open')).toBe(30)
+    const fourth = await timedGet(live.gw.port, '/api2/ping/', '127.0.0.60')
     expect(fourth.status).toBe(200)
-    expect(await metric(gw, 'basegate_connections_yielded_total')).toBeGreaterThanOrEqual(1)
+    expect(await metric(live.gw, 'basegate_connections_yielded_total')).toBeGreaterThanOrEqual(1)
     // Past .50's own cap, sending nothing: closed within 100 ms, not the 1 s a head may take.
-    const past = connect({ host: '127.0.0.1', port: gw.port, localAddress: '127.0.0.51' })
+    const past = connect({ host: '127.0.0.1', port: live.gw.port, localAddress: '127.0.0.51' })
     past.on('error', () => {})
     past.resume()
     const t0 = performance.now()
@@ -475,25 +467,17 @@ describe('finding 6: only WebSockets on the socket paths are tunnelled, idle tun
 })
 
 describe('finding 8 and issue #46 item 10: what the gateway reads and says stays its own', () => {
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
+  const live = useLive(
+    (up) =>
       testYaml(
         `${up.url}/?key=s3cret-key&api_key=s3cret-api`,
         'store: { prefix: "${BG_SECRET_PREFIX}:" }'
       ),
-      { env: { BG_SECRET_PREFIX: 'hunter2-prefix' } }
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+    { env: { BG_SECRET_PREFIX: 'hunter2-prefix' } }
+  )
 
   const tune = (body: string) =>
-    fetch(`${gw.adminUrl}/v1/tuning`, { method: 'POST', body }).then(async (r) => ({
+    fetch(`${live.gw.adminUrl}/v1/tuning`, { method: 'POST', body }).then(async (r) => ({
       status: r.status,
       body: (await r.json()) as { error_msg: string; problems?: string[] },
     }))
@@ -525,7 +509,7 @@ describe('finding 8 and issue #46 item 10: what the gateway reads and says stays
     expect(deep.status).toBe(400)
     expect(deep.body.problems?.join('\n')).toMatch(/nest past 100 levels/)
     // (Its own connection: the admin listener answers before reading it all, and closes.)
-    const huge = await send(gw.adminPort, {
+    const huge = await send(live.gw.adminPort, {
       method: 'POST',
       path: '/v1/tuning',
       body: '#' + 'x'.repeat(1024 * 1024 + 1),
@@ -533,20 +517,20 @@ describe('finding 8 and issue #46 item 10: what the gateway reads and says stays
     expect(huge.status).toBe(400)
     expect(JSON.parse(huge.body).error_msg).toMatch(/over 1048576 bytes/)
     // The gateway still serves.
-    expect((await fetch(`${gw.adminUrl}/healthz`)).status).toBe(200)
+    expect((await fetch(`${live.gw.adminUrl}/healthz`)).status).toBe(200)
   })
 
   it('?key= and ?api_key= of upstream.url are masked in /v1/config and the log', async () => {
-    const config = await (await fetch(`${gw.adminUrl}/v1/config`)).text()
+    const config = await (await fetch(`${live.gw.adminUrl}/v1/config`)).text()
     expect(config).not.toContain('s3cret')
     expect(config).toContain('key=****')
-    expect(JSON.stringify(gw.logs)).not.toContain('s3cret')
+    expect(JSON.stringify(live.gw.logs)).not.toContain('s3cret')
   })
 
   it('Transfer-Encoding: gzip, chunked is 501 and nothing is forwarded', async () => {
-    const before = up.seen.length
+    const before = live.up.seen.length
     const answer = await new Promise<string>((resolve) => {
-      const s = connect(gw.port, '127.0.0.1')
+      const s = connect(live.gw.port, '127.0.0.1')
       let got = ''
       s.on('data', (d) => (got += d.toString('latin1')))
       s.on('close', () => resolve(got))
@@ -557,7 +541,7 @@ describe('finding 8 and issue #46 item 10: what the gateway reads and says stays
       setTimeout(() => s.destroy(), 2000)
     })
     expect(answer).toMatch(/^HTTP\/1\.1 501 /)
-    expect(up.seen.length).toBe(before)
+    expect(live.up.seen.length).toBe(before)
   })
 })
 

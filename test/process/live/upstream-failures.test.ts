@@ -1,37 +1,27 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { freePort } from '../../helpers/ports.js'
-import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { testYaml } from '../../helpers/gateway-process.js'
+import { startLive, useLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 describe('upstream failures', () => {
-  let gw: Gateway
-  let up: StubUpstream
-  beforeAll(async () => {
-    up = await startStubUpstream()
-    gw = await startLive(
-      testYaml(up.url, 'upstream: { url: "' + up.url + '", timeout_ms: 300 }').replace(
-        /^upstream:.*\n/m,
-        ''
-      )
+  const live = useLive((up) =>
+    testYaml(up.url, 'upstream: { url: "' + up.url + '", timeout_ms: 300 }').replace(
+      /^upstream:.*\n/m,
+      ''
     )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-  })
+  )
 
   it('answers 504 with a JSON error_msg when the headers do not come in time', async () => {
-    up.handle(() => {}) // never answers
+    live.up.handle(() => {}) // never answers
     try {
       const t0 = Date.now()
-      const a = await send(gw.port, { path: '/api2/repos/' })
+      const a = await send(live.gw.port, { path: '/api2/repos/' })
       expect(a.status).toBe(504)
       expect(JSON.parse(a.body).error_msg).toMatch(/300 ms/)
       expect(Date.now() - t0).toBeLessThan(5_000)
     } finally {
-      up.handle(null)
+      live.up.handle(null)
     }
   })
 
@@ -40,7 +30,7 @@ describe('upstream failures', () => {
     const answer = await new Promise<number>((resolve, reject) => {
       const req = request(
         {
-          port: gw.port,
+          port: live.gw.port,
           host: '127.0.0.1',
           method: 'POST',
           path: '/seafhttp/upload',
@@ -66,13 +56,13 @@ describe('upstream failures', () => {
   })
 
   it('answers 502 when the upstream drops the connection before answering', async () => {
-    up.handle((req) => req.socket.destroy())
+    live.up.handle((req) => req.socket.destroy())
     try {
-      const a = await send(gw.port, { path: '/api2/repos/' })
+      const a = await send(live.gw.port, { path: '/api2/repos/' })
       expect(a.status).toBe(502)
       expect(JSON.parse(a.body).error_msg).toEqual(expect.any(String))
     } finally {
-      up.handle(null)
+      live.up.handle(null)
     }
   })
 })
