@@ -5,6 +5,7 @@ import { type Gateway } from '../../helpers/gateway-process.js'
 import { startLive, useLive } from '../../helpers/live.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 import { metricOf } from '../../helpers/metrics.js'
+import { holds } from '../../helpers/until.js'
 
 // Issue #39 items 2-4 (SPEC §4 "Slow and idle clients never take what others need"): each
 // attack of the issue scaled down, against the real listeners (served in the test's process), loopback addresses telling the
@@ -232,8 +233,10 @@ describe('connections are capped, per client and in all (issue #39 item 3)', () 
 
   it('on a loop running late, a head that arrived past the cap still gets its 503, not a reset', async () => {
     const held = await openIdle(10, '127.0.0.5')
+    const refused = await metric(live.gw, 'basegate_connections_refused_total')
     const [past] = await openIdle(1, '127.0.0.5')
-    await new Promise((r) => setTimeout(r, 20)) // the gateway has counted it past the cap
+    // The gateway has counted it past the cap.
+    await holds(async () => (await metric(live.gw, 'basegate_connections_refused_total')) > refused)
     const answer = new Promise<string>((resolve) => {
       let seen = ''
       past!.on('data', (d) => (seen += d.toString('latin1')))
