@@ -1,12 +1,12 @@
 import type { OutcomeKind } from '../http/call.js'
 import { columnOf, type RefusalReason } from '../http/outcomes.js'
 import type { ProtectState } from '../protect/protector.js'
+import { CallHistogram } from './call-histogram.js'
 import {
   AggregatorRegistry,
   collectDefaultMetrics,
   Counter,
   Gauge,
-  Histogram,
   Registry,
   type Aggregator,
   type MetricObjectWithValues,
@@ -114,12 +114,12 @@ export class Metrics {
       this.pendingRefusals.clear()
     }
   )
-  readonly storeDuration = new Histogram({
-    name: 'basegate_store_duration_seconds',
-    help: 'Duration of one rate-limit store call',
-    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
-    registers: [this.registry],
-  })
+  readonly storeDuration = new CallHistogram(
+    'basegate_store_duration_seconds',
+    'Duration of one rate-limit store call',
+    [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    this.registry
+  )
   readonly storeErrors = counter(
     this.registry,
     'basegate_store_errors_total',
@@ -282,12 +282,12 @@ export class Metrics {
       this.upstreamUpGauge.set(this.upstreamUp() ? 1 : 0)
     },
   })
-  readonly upstreamDuration = new Histogram({
-    name: 'basegate_upstream_duration_seconds',
-    help: 'Time from dispatch to the upstream response headers',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-    registers: [this.registry],
-  })
+  readonly upstreamDuration = new CallHistogram(
+    'basegate_upstream_duration_seconds',
+    'Time from dispatch to the upstream response headers',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    this.registry
+  )
   // SPEC §9: the server's protection, read from this process's protector at each scrape.
   private protect: () => ProtectState | null = () => null
   readonly protectCeiling = new Gauge({
