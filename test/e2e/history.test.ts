@@ -1,11 +1,10 @@
 import { writeFileSync } from 'node:fs'
-import type { IncomingMessage, ServerResponse } from 'node:http'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { runOnce, startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
 import { until } from '../helpers/until.js'
 import { useInstances } from '../helpers/instances.js'
-import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { FAST, serverOf, useServerBehindGateway } from '../helpers/server-version.js'
 
 // SPEC §8 where it needs processes (a reload by signal, two instances sharing the report, the
 // CLI); the rest is test/process/live/history.test.ts's. A stub upstream that answers /server-info/ as a server of
@@ -13,49 +12,9 @@ import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.j
 
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const oldRows = `/dtable-server/api/v1/dtables/${U}/rows/`
-const FAST = { BASEGATE_SERVER_INFO_MS: '200', BASEGATE_REPORT_FLUSH_MS: '100' }
-
-/** A server of `version.current` (null: /server-info/ answers 404). */
-function serverOf(up: StubUpstream, version: { current: string | null }) {
-  up.handle((req: IncomingMessage, res: ServerResponse) => {
-    const path = (req.url ?? '/').split('?')[0]!
-    if (/^\/server-info\/?$/.test(path)) {
-      if (version.current === null) return res.writeHead(404).end()
-      return res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ version: `${version.current}.1`, edition: 'enterprise edition' }))
-    }
-    req.resume()
-    req.on('end', () =>
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
-    )
-  })
-}
-
-/**
- * A stub server of `version.current` behind a started basegate, for one describe block; waits
- * until basegate knows the version (when there is one to know).
- */
-function useServerBehindGateway(version: { current: string | null }, extraYaml = '') {
-  const ctx = {} as { up: StubUpstream; gw: GatewayProcess }
-  beforeAll(async () => {
-    ctx.up = await startStubUpstream()
-    serverOf(ctx.up, version)
-    // Every key kept by name (SPEC §4): the report's keys are what these tests read.
-    ctx.gw = await startGateway(testYaml(ctx.up.url, `usage: { keep_after: 0 }\n${extraYaml}`), {
-      env: FAST,
-    })
-    if (version.current !== null) await ctx.gw.waitForLog((l) => l.msg === 'server version known')
-  })
-  afterAll(async () => {
-    await ctx.gw?.stop()
-    await ctx.up?.close()
-  })
-  return ctx
-}
 
 describe('a reload switches it all live', () => {
-  const s = useServerBehindGateway({ current: '6.2' })
+  const s = useServerBehindGateway(startGateway, { current: '6.2' })
 
   it('a reload to history.removed: pass forwards removed endpoints; server.version fixed beats auto', async () => {
     expect((await send(s.gw.port, { path: oldRows })).status).toBe(410)

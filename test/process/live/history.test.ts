@@ -1,10 +1,9 @@
 import { createRequire } from 'node:module'
-import type { IncomingMessage, ServerResponse } from 'node:http'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
+import { describe, expect, it } from 'vitest'
 import { startLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
-import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
+import type { StubUpstream } from '../../helpers/stub-upstream.js'
+import { useServerBehindGateway } from '../../helpers/server-version.js'
 
 // SPEC §8 served in the test's process (issue #48; a reload by signal, two instances and the
 // CLI stay in test/e2e/history.test.ts): a stub upstream that answers /server-info/ as a server of
@@ -13,52 +12,12 @@ import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstrea
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const U32 = U.replace(/-/g, '')
 const oldRows = `/dtable-server/api/v1/dtables/${U}/rows/`
-const FAST = { BASEGATE_SERVER_INFO_MS: '200', BASEGATE_REPORT_FLUSH_MS: '100' }
-
-/** A server of `version.current` (null: /server-info/ answers 404). */
-function serverOf(up: StubUpstream, version: { current: string | null }) {
-  up.handle((req: IncomingMessage, res: ServerResponse) => {
-    const path = (req.url ?? '/').split('?')[0]!
-    if (/^\/server-info\/?$/.test(path)) {
-      if (version.current === null) return res.writeHead(404).end()
-      return res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ version: `${version.current}.1`, edition: 'enterprise edition' }))
-    }
-    req.resume()
-    req.on('end', () =>
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
-    )
-  })
-}
 
 const forwarded = (up: StubUpstream, path: string) =>
   up.seen.filter((s) => s.url.startsWith(path)).length
 
-/**
- * A stub server of `version.current` behind a started basegate, for one describe block; waits
- * until basegate knows the version (when there is one to know).
- */
-function useServerBehindGateway(version: { current: string | null }, extraYaml = '') {
-  const ctx = {} as { up: StubUpstream; gw: Gateway }
-  beforeAll(async () => {
-    ctx.up = await startStubUpstream()
-    serverOf(ctx.up, version)
-    // Every key kept by name (SPEC §4): the report's keys are what these tests read.
-    ctx.gw = await startLive(testYaml(ctx.up.url, `usage: { keep_after: 0 }\n${extraYaml}`), {
-      env: FAST,
-    })
-    if (version.current !== null) await ctx.gw.waitForLog((l) => l.msg === 'server version known')
-  })
-  afterAll(async () => {
-    await ctx.gw?.stop()
-    await ctx.up?.close()
-  })
-  return ctx
-}
-
 describe('a 6.2 server (auto): removed endpoints answered 410, counted like their class', () => {
-  const s = useServerBehindGateway({ current: '6.2' }, 'rate_limits: { base: 3/min }')
+  const s = useServerBehindGateway(startLive, { current: '6.2' }, 'rate_limits: { base: 3/min }')
 
   it('410 names the endpoint, the version and date, and the replacement; not forwarded', async () => {
     const r = await send(s.gw.port, { path: oldRows })
@@ -130,7 +89,7 @@ describe('a 6.2 server (auto): removed endpoints answered 410, counted like thei
 })
 
 describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link', () => {
-  const s = useServerBehindGateway({ current: '5.2' })
+  const s = useServerBehindGateway(startLive, { current: '5.2' })
 
   it('Sunset on /dtable-server/ too', async () => {
     const r = await send(s.gw.port, { path: `/dtable-server/api/v1/dtables/${U}/metadata/` })
@@ -161,7 +120,7 @@ describe('a 5.2 server: deprecated endpoints forwarded with Deprecation and Link
 
 describe('version unknown, then known', () => {
   const version = { current: null as string | null }
-  const s = useServerBehindGateway(version)
+  const s = useServerBehindGateway(startLive, version)
 
   it('unknown: no 410s and no deprecation headers, one warning; known: 410', async () => {
     const r = await send(s.gw.port, { path: oldRows })
@@ -178,7 +137,7 @@ describe('version unknown, then known', () => {
 })
 
 describe("the service's own JS client against a 5.1 server", () => {
-  const s = useServerBehindGateway({ current: '5.1' })
+  const s = useServerBehindGateway(startLive, { current: '5.1' })
 
   it('its base-scoped calls are counted per base (querySql, getDTableMetadata)', async () => {
     const require = createRequire(import.meta.url)

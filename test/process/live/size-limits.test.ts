@@ -57,20 +57,12 @@ describe('rows endpoints', () => {
   })
 
   it('refuses 1001 rows with 400 naming the limit and the count, and the call used a rate slot', async () => {
-    const first = await send(gw.port, {
-      method: 'POST',
-      path: rows(2),
-      headers: json,
-      body: bodyWithRows(1),
-    })
+    const append = (n: number) =>
+      send(gw.port, { method: 'POST', path: rows(2), headers: json, body: bodyWithRows(n) })
+    const first = await append(1)
     expect(first.headers['x-ratelimit-remaining']).toBe('49')
     const before = received.length
-    const a = await send(gw.port, {
-      method: 'POST',
-      path: rows(2),
-      headers: json,
-      body: bodyWithRows(1001),
-    })
+    const a = await append(1001)
     expect(a.status).toBe(400)
     expect(a.headers['content-type']).toContain('application/json')
     const msg = JSON.parse(a.body).error_msg as string
@@ -79,12 +71,7 @@ describe('rows endpoints', () => {
     expect(msg).toContain('1001')
     expect(a.headers['x-ratelimit-remaining']).toBe('48')
     expect(received.length).toBe(before)
-    const next = await send(gw.port, {
-      method: 'POST',
-      path: rows(2),
-      headers: json,
-      body: bodyWithRows(1),
-    })
+    const next = await append(1)
     expect(next.headers['x-ratelimit-remaining']).toBe('47')
   })
 
