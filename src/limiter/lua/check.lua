@@ -38,6 +38,19 @@ if not peek and deadline > 0 and storeNow > deadline then
   return { -1, now, storeNow }
 end
 
+-- Charges `c` calls to a sliding window's bucket (`bucket`, its field): one write of the bucket
+-- and the total, with the oldest live bucket (`oldest`, a field) when it is new or moved; and
+-- the idle expiry when the bucket opens (`held` 0): it outlives every call of the bucket by a
+-- window and a bucket at least, so later calls of the same bucket need not move it.
+local function chargeBucket(key, bucket, held, used, c, oldest, windowMs, bucketMs)
+  if oldest == nil then
+    redis.call('HSET', key, bucket, field(held + c), 't', field(used + c))
+  else
+    redis.call('HSET', key, bucket, field(held + c), 't', field(used + c), 'o', oldest)
+  end
+  if held == 0 then redis.call('PEXPIRE', key, field(windowMs + 2 * bucketMs)) end
+end
+
 -- SPEC §12, the commonest calls in one read and one write: one sliding window charged one call
 -- (no team quota, no dry-run rule, no lease) and under its limit, its key new or every counted
 -- bucket still in the window. They are answered as the general path below would answer them,
@@ -56,16 +69,13 @@ if n == 1 and not peek and tonumber(ARGV[FIRST + 3]) == 0 and ARGV[FIRST + 4] ~=
     local first = tonumber(head1[2])
     if first == nil then
       if limit >= 1 then
-        redis.call('HSET', KEYS[1], curField, '1', 't', '1', 'o', curField)
-        redis.call('PEXPIRE', KEYS[1], field(windowMs + 2 * bucketMs))
+        chargeBucket(KEYS[1], curField, 0, 0, 1, curField, windowMs, bucketMs)
         return { 1, now, storeNow, 1, (cur + 1) * bucketMs + windowMs, 0, limit, 1 }
       end
     else
       local sum = tonumber(head1[1]) or 0
       if first >= math.floor((now - windowMs) / bucketMs) and sum + 1 <= limit then
-        local held = tonumber(head1[3] or '0')
-        redis.call('HSET', KEYS[1], curField, field(held + 1), 't', field(sum + 1))
-        if held == 0 then redis.call('PEXPIRE', KEYS[1], field(windowMs + 2 * bucketMs)) end
+        chargeBucket(KEYS[1], curField, tonumber(head1[3] or '0'), sum, 1, nil, windowMs, bucketMs)
         return { 1, now, storeNow, sum + 1, (first + 1) * bucketMs + windowMs, 0, limit, 1 }
       end
     end
@@ -224,20 +234,16 @@ if allowed == 1 and not peek then
         if used[i] == 0 then redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS) end
       else
         local bucketMs = windowMs / buckets
-        -- One write: the bucket and the total (a new key: its oldest bucket too).
+        local bucket = field(current[i])
+        -- A new key's oldest bucket is this one; a moved one's is written with the charge.
+        local oldest = nil
         if firsts[i] == nil then
-          local cur = field(current[i])
-          redis.call('HSET', KEYS[i], cur, field(held[i] + c), 't', field(c), 'o', cur)
+          oldest = bucket
         elseif moved[i] then
-          redis.call('HSET', KEYS[i], field(current[i]), field(held[i] + c),
-            't', field(used[i] + c), 'o', field(firsts[i]))
+          oldest = field(firsts[i])
           moved[i] = false
-        else
-          redis.call('HSET', KEYS[i], field(current[i]), field(held[i] + c), 't', field(used[i] + c))
         end
-        -- Idle expiry set when a bucket opens: it outlives every call of the bucket by a
-        -- window and a bucket at least (later calls of the same bucket need not move it).
-        if held[i] == 0 then redis.call('PEXPIRE', KEYS[i], field(windowMs + 2 * bucketMs)) end
+        chargeBucket(KEYS[i], bucket, held[i], used[i], c, oldest, windowMs, bucketMs)
         if resetAt[i] == 0 then resetAt[i] = (current[i] + 1) * bucketMs + windowMs end
       end
       used[i] = used[i] + c
