@@ -8,6 +8,7 @@ import { logListening, probeUpstream } from '../../src/process/lifecycle.js'
 import { runtimeOf } from '../../src/process/runtime.js'
 import { listenAlone } from '../../src/process/serve-alone.js'
 import { logLines, writeConfig, type Gateway } from './gateway-process.js'
+import { startCluster, type TestCluster } from './redis-cluster.js'
 import { startStubUpstream, type StubUpstream } from './stub-upstream.js'
 
 // Issue #48: the gateway as `basegate` serves alone (its real proxy and admin listeners, the
@@ -64,31 +65,51 @@ export async function startLive(
 }
 
 /**
- * A stub upstream and the gateway of `yaml(up)` served in the test's process, up for the
- * `describe` block (or file) that calls it and stopped after it: the setup every live file
- * wrote by hand. `upstream` shapes the stub before the gateway starts.
+ * A stub upstream and the gateways of `yaml(up, cluster)` served in the test's process, up for
+ * the `describe` block (or file) that calls it and stopped after it: the setup every live file
+ * wrote by hand. `upstream` shapes the stub before the gateways start; `instances` of them
+ * (1 by default) share one store; `cluster` starts a Redis Cluster of three nodes first.
  */
 export function useLive(
-  yaml: (up: StubUpstream) => string,
-  opts: { env?: NodeJS.ProcessEnv; upstream?: (up: StubUpstream) => void } = {}
-): { readonly gw: Gateway; readonly up: StubUpstream } {
+  yaml: (up: StubUpstream, cluster: TestCluster | undefined) => string,
+  opts: {
+    env?: NodeJS.ProcessEnv
+    upstream?: (up: StubUpstream) => void
+    instances?: number
+    cluster?: boolean
+  } = {}
+): {
+  readonly gw: Gateway
+  readonly gws: readonly Gateway[]
+  readonly up: StubUpstream
+  readonly cluster: TestCluster
+} {
+  let cluster: TestCluster | undefined
   let up: StubUpstream | undefined
-  let gw: Gateway | undefined
+  const gws: Gateway[] = []
   beforeAll(async () => {
+    if (opts.cluster) cluster = await startCluster()
     up = await startStubUpstream()
     opts.upstream?.(up)
-    gw = await startLive(yaml(up), { env: opts.env })
-  })
+    const text = yaml(up, cluster)
+    for (let i = 0; i < (opts.instances ?? 1); i++)
+      gws.push(await startLive(text, { env: opts.env }))
+  }, 60_000)
   afterAll(async () => {
-    await gw?.stop()
+    await Promise.all(gws.map((g) => g.stop()))
     await up?.close()
+    await cluster?.stop()
   })
   return {
     get gw() {
-      return gw!
+      return gws[0]!
     },
+    gws,
     get up() {
       return up!
+    },
+    get cluster() {
+      return cluster!
     },
   }
 }

@@ -146,3 +146,6 @@ export function useCluster(): { readonly cluster: TestCluster; client(): Cluster
     },
   }
 }
+
+/** The cluster's nodes as limits.yaml's `store.cluster` list: `["redis://…", …]`. */
+export const clusterList = (c: TestCluster): string => `[${c.urls.map((u) => `"${u}"`).join(', ')}]`

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Agent, request } from 'undici'
 import { runOnce, testYaml, type Gateway } from '../../helpers/gateway-process.js'
-import { startLive } from '../../helpers/live.js'
+import { startLive, useLive } from '../../helpers/live.js'
 import { rowsPath, send } from '../../helpers/http.js'
-import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js'
+import { clusterList, startCluster, type TestCluster } from '../../helpers/redis-cluster.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 import { metricSum } from '../../helpers/metrics.js'
 
@@ -12,33 +12,22 @@ import { metricSum } from '../../helpers/metrics.js'
 const TEAM_BASE = 'acacacac-0d3b-4c59-9a51-3e2d7c8b9a10'
 
 describe('two instances on a real Redis Cluster', () => {
-  let cluster: TestCluster
-  let up: StubUpstream
-  const gws: Gateway[] = []
-
-  beforeAll(async () => {
-    cluster = await startCluster()
-    up = await startStubUpstream()
-    // A store timeout above a loaded machine's slowest answer: one call past it is decided by
-    // its instance's fallback (on_error: open, SPEC §1), which the exact bound below does not
-    // allow for (61 for 60 once, under the whole suite on a slow box; 3 of 3 alone).
-    const yaml = testYaml(
-      up.url,
-      `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 2000 }
+  // A store timeout above a loaded machine's slowest answer: one call past it is decided by
+  // its instance's fallback (on_error: open, SPEC §1), which the exact bound below does not
+  // allow for (61 for 60 once, under the whole suite on a slow box; 3 of 3 alone).
+  const gws = useLive(
+    (up, cluster) =>
+      testYaml(
+        up.url,
+        `store: { cluster: ${clusterList(cluster!)}, timeout_ms: 2000 }
 client_ip: { trusted_proxies: [127.0.0.0/8] }
 # every base kept by name (SPEC §4): the per-base counts are what this test reads
 usage: { keep_after: 0 }
 rate_limits: { base: 60/min, ip_ceiling: 10/min }
 monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${TEAM_BASE}"] } ] }`
-    )
-    const opts = { env: { BASEGATE_USAGE_FLUSH_MS: '300' } }
-    gws.push(await startLive(yaml, opts), await startLive(yaml, opts))
-  }, 60_000)
-  afterAll(async () => {
-    await Promise.all(gws.map((g) => g.stop()))
-    await up?.close()
-    await cluster?.stop()
-  })
+      ),
+    { cluster: true, instances: 2, env: { BASEGATE_USAGE_FLUSH_MS: '300' } }
+  ).gws
 
   it('admits no more than the limit from a concurrent burst, across both instances', async () => {
     const agent = new Agent({ connections: 20 })
@@ -162,7 +151,7 @@ describe('upgrade-report on a password-protected Redis Cluster (regression)', ()
     const U = 'abababab-0d3b-4c59-9a51-3e2d7c8b9a10'
     const yaml = testYaml(
       up.url,
-      `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }\nserver: { version: "5.1" }\nusage: { keep_after: 0 }`
+      `store: { cluster: ${clusterList(cluster)}, timeout_ms: 500 }\nserver: { version: "5.1" }\nusage: { keep_after: 0 }`
     )
     const gw = await startLive(yaml, { env: { BASEGATE_REPORT_FLUSH_MS: '100' } })
     for (let i = 0; i < 3; i++)

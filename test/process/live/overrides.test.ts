@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
 import { startLive, useLive } from '../../helpers/live.js'
 import { rowsPath, send } from '../../helpers/http.js'
-import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js'
+import { clusterList } from '../../helpers/redis-cluster.js'
 import { useRedis } from '../../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
@@ -230,26 +230,20 @@ overrides: [ { name: from-file, bases: ["${LOW}"], limits: { base: 1/min } } ]`
 })
 
 describe('a shared team window on a 3-node Redis Cluster', () => {
-  let cluster: TestCluster
-  let up: StubUpstream
-  const gws: Gateway[] = []
-  beforeAll(async () => {
-    cluster = await startCluster()
-    up = await startStubUpstream()
-    const yaml = testYaml(
-      up.url,
-      `store: { cluster: [${cluster.urls.map((u) => `"${u}"`).join(', ')}], timeout_ms: 500 }
+  const gws = useLive(
+    (up, cluster) =>
+      testYaml(
+        up.url,
+        `store: { cluster: ${clusterList(cluster!)}, timeout_ms: 500 }
 rate_limits: { base: 100/min, rules: [ { name: tables, path: "/api-gateway/api/v2/dtables/{base_uuid}/tables/", limits: 3/min } ] }
 monthly: { teams: [ { id: pool, plan: free, bases: ["${SHARED_1}", "${SHARED_2}"] } ] }
 overrides: [ { name: pool, teams: [pool], shared: true, limits: { base: 5/min } } ]`
-    )
-    gws.push(await startLive(yaml), await startLive(yaml))
-  }, 60_000)
-  afterAll(async () => {
-    await Promise.all(gws.map((g) => g.stop()))
-    await up?.close()
-    await cluster?.stop()
-  })
+      ),
+    {
+      cluster: true,
+      instances: 2,
+    }
+  ).gws
 
   it('counts the team once across instances, all or nothing with the base rule in another slot', async () => {
     const tables = (u: string) => `/api-gateway/api/v2/dtables/${u}/tables/`
