@@ -228,7 +228,7 @@ class HttpCall implements HttpArrived, ForwardRequest {
       heldLimitsOf(snapshot.config.sizeLimits, processes),
       memory,
       snapshot.clientIp.keyOf(admission.clientIp),
-      tmpDir ?? tmpdir()
+      tmpDir
     )
   }
 
@@ -302,7 +302,8 @@ function sizeDepsOf(deps: GatewayDeps, clock: Clock): SizeDeps {
   return {
     budget,
     processes: deps.processes ?? 1,
-    tmpDir: deps.tmpDir,
+    // Read once: os.tmpdir() reads the environment on every call (about 4 µs in an append's profile).
+    tmpDir: deps.tmpDir ?? tmpdir(),
     onSpilled: () => metrics?.bodySpills.inc(),
     setTimer: (fn, ms) => {
       const t = clock.setTimer(fn, ms)

@@ -54,8 +54,8 @@ export interface SizeDeps {
   onSpilled?: () => void
   /** How many processes share size_limits.buffer_bytes and spill_bytes (workers); each holds its share. */
   processes: number
-  /** Where spilled bodies go; the OS's temporary directory by default. */
-  tmpDir?: string
+  /** Where spilled bodies go (the gateway reads the OS's temporary directory once). */
+  tmpDir: string
   /** The injected clock's timer (body_timeout_ms). */
   setTimer: (fn: () => void, ms: number) => () => void
   /** The injected clock's monotonic time (min_body_rate's held time). */
