@@ -110,6 +110,166 @@ function numStep(num: number, b: number): number {
   }
 }
 
+// SPEC §4, issue #47: a row read whole in one tight pass. Most rows clients send are small
+// objects whole in the chunk at hand; a recursive reader takes one at a time with no state
+// but the index, checking every byte as the byte-wise states would (a row it takes, they would
+// take). Anything else (a row cut by the chunk's end, nesting past ROW_DEPTH, any fault) is
+// answered -1 and left to those states from the row's `{`; they also say what is wrong. A read
+// past the chunk is undefined, which every test here fails: in a string's loop that is
+// `!(b >= 0x20)`, so that test also ends the loop at the chunk's end (without it, it would not end).
+
+/** Levels a row may nest for the one-pass reader; deeper rows go byte by byte (up to MAX_DEPTH). */
+const ROW_DEPTH = 8
+
+const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
+
+/** An escape from its backslash at `i`: the index of its last byte, or -1. */
+function rowEscape(buf: Uint8Array, i: number): number {
+  const b = buf[++i]!
+  if (b === 0x75)
+    return isHex(buf[i + 1]!) && isHex(buf[i + 2]!) && isHex(buf[i + 3]!) && isHex(buf[i + 4]!)
+      ? i + 4
+      : -1
+  return b === 0x22 ||
+    b === 0x5c ||
+    b === 0x2f ||
+    b === 0x62 ||
+    b === 0x66 ||
+    b === 0x6e ||
+    b === 0x72 ||
+    b === 0x74
+    ? i
+    : -1
+}
+
+/** A string from its opening quote at `i`: the index after its closing quote, or -1. */
+function rowString(buf: Uint8Array, i: number): number {
+  let b = buf[++i]!
+  while (b !== 0x22) {
+    if (b === 0x5c) {
+      i = rowEscape(buf, i)
+      if (i < 0) return -1
+    } else if (!(b >= 0x20)) return -1
+    b = buf[++i]!
+  }
+  return i + 1
+}
+
+/** A value from its first byte at `i`: the index after it, or -1. */
+function rowValue(buf: Uint8Array, i: number, left: number): number {
+  let b = buf[i]!
+  if (b === 0x22) return rowString(buf, i)
+  if ((b >= 0x30 && b <= 0x39) || b === 0x2d) {
+    // JSON's number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+    if (b === 0x2d) b = buf[++i]!
+    if (b === 0x30) b = buf[++i]!
+    else if (b >= 0x31 && b <= 0x39) {
+      b = buf[++i]!
+      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
+    } else return -1
+    if (b === 0x2e) {
+      b = buf[++i]!
+      if (!(b >= 0x30 && b <= 0x39)) return -1
+      b = buf[++i]!
+      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
+    }
+    if (b === 0x65 || b === 0x45) {
+      b = buf[++i]!
+      if (b === 0x2b || b === 0x2d) b = buf[++i]!
+      if (!(b >= 0x30 && b <= 0x39)) return -1
+      b = buf[++i]!
+      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
+    }
+    return i
+  }
+  if (b === 0x74)
+    return buf[i + 1] === 0x72 && buf[i + 2] === 0x75 && buf[i + 3] === 0x65 ? i + 4 : -1
+  if (b === 0x66)
+    return buf[i + 1] === 0x61 && buf[i + 2] === 0x6c && buf[i + 3] === 0x73 && buf[i + 4] === 0x65
+      ? i + 5
+      : -1
+  if (b === 0x6e)
+    return buf[i + 1] === 0x75 && buf[i + 2] === 0x6c && buf[i + 3] === 0x6c ? i + 4 : -1
+  if (left === 0) return -1
+  if (b === OPEN_OBJ) return rowObject(buf, i, left - 1)
+  if (b === OPEN_ARR) return rowArray(buf, i, left - 1)
+  return -1
+}
+
+/** An object from its `{` at `i`: the index after its `}`, or -1. */
+function rowObject(buf: Uint8Array, i: number, left: number): number {
+  let b = buf[++i]!
+  while (isSpace(b)) b = buf[++i]!
+  if (b === 0x7d) return i + 1
+  for (;;) {
+    if (b !== 0x22) return -1
+    // The key and a string value scanned here: most of a row's bytes.
+    b = buf[++i]!
+    while (b !== 0x22) {
+      if (b === 0x5c) {
+        i = rowEscape(buf, i)
+        if (i < 0) return -1
+      } else if (!(b >= 0x20)) return -1
+      b = buf[++i]!
+    }
+    b = buf[++i]!
+    while (isSpace(b)) b = buf[++i]!
+    if (b !== 0x3a) return -1
+    b = buf[++i]!
+    while (isSpace(b)) b = buf[++i]!
+    if (b === 0x22) {
+      b = buf[++i]!
+      while (b !== 0x22) {
+        if (b === 0x5c) {
+          i = rowEscape(buf, i)
+          if (i < 0) return -1
+        } else if (!(b >= 0x20)) return -1
+        b = buf[++i]!
+      }
+      b = buf[++i]!
+    } else if (b >= 0x31 && b <= 0x39) {
+      // An integer here; a fraction or an exponent read again by rowValue.
+      const at = i
+      b = buf[++i]!
+      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
+      if (b === 0x2e || b === 0x65 || b === 0x45) {
+        i = rowValue(buf, at, left)
+        if (i < 0) return -1
+        b = buf[i]!
+      }
+    } else {
+      i = rowValue(buf, i, left)
+      if (i < 0) return -1
+      b = buf[i]!
+    }
+    while (isSpace(b)) b = buf[++i]!
+    if (b === 0x7d) return i + 1
+    if (b !== 0x2c) return -1
+    b = buf[++i]!
+    while (isSpace(b)) b = buf[++i]!
+  }
+}
+
+/** An array from its `[` at `i`: the index after its `]`, or -1. */
+function rowArray(buf: Uint8Array, i: number, left: number): number {
+  let b = buf[++i]!
+  while (isSpace(b)) b = buf[++i]!
+  if (b === 0x5d) return i + 1
+  for (;;) {
+    i = rowValue(buf, i, left)
+    if (i < 0) return -1
+    b = buf[i]!
+    while (isSpace(b)) b = buf[++i]!
+    if (b === 0x5d) return i + 1
+    if (b !== 0x2c) return -1
+    b = buf[++i]!
+    while (isSpace(b)) b = buf[++i]!
+  }
+}
+
+/** The rows the one-pass reader may miss beyond those it took before the scanner stops trying it. */
+const ROW_MISSES = 8
+
 export interface ScanOptions {
   /** The top-level array field whose length is counted, or null. */
   count: string | null
@@ -135,6 +295,9 @@ export class JsonBodyScanner {
   /** The field's value type at its last occurrence, and the running count when an array. */
   private fieldSeen: 'array' | 'other' | null = null
   private count = 0
+  /** Rows the one-pass reader took, and rows it left to the byte-wise states (issue #47). */
+  private rowHits = 0
+  private rowMisses = 0
   /** True while the scanner is directly inside the field's array. */
   private inField = false
   private readonly field: string | null
@@ -307,7 +470,19 @@ export class JsonBodyScanner {
             ;({ state, depth, count, inField, strIsKey: isKey, num } = this)
             break
           }
-          if (depth === 2 && inField) count++
+          if (depth === 2 && inField) {
+            count++
+            if (b === OPEN_OBJ && this.rowMisses <= this.rowHits + ROW_MISSES) {
+              const after = rowObject(buf, i, ROW_DEPTH)
+              if (after >= 0) {
+                this.rowHits++
+                i = after
+                state = ARR_NEXT
+                continue
+              }
+              this.rowMisses++
+            }
+          }
           if (b === 0x22) {
             isKey = false
             state = STR
@@ -363,7 +538,19 @@ export class JsonBodyScanner {
             // The common `,{"` between rows read here, not one byte a turn.
             if (buf[i + 1] === OPEN_OBJ && depth < MAX_DEPTH) {
               i++
-              if (depth === 2 && inField) count++
+              if (depth === 2 && inField) {
+                count++
+                if (this.rowMisses <= this.rowHits + ROW_MISSES) {
+                  const after = rowObject(buf, i, ROW_DEPTH)
+                  if (after >= 0) {
+                    this.rowHits++
+                    i = after
+                    state = ARR_NEXT
+                    continue
+                  }
+                  this.rowMisses++
+                }
+              }
               stack[depth++] = OPEN_OBJ
               state = OBJ_KEY_OR_END
               if (buf[i + 1] === 0x22) {
