@@ -472,15 +472,11 @@ export class JsonBodyScanner {
           }
           if (depth === 2 && inField) {
             count++
-            if (b === OPEN_OBJ && this.rowMisses <= this.rowHits + ROW_MISSES) {
-              const after = rowObject(buf, i, ROW_DEPTH)
-              if (after >= 0) {
-                this.rowHits++
-                i = after
-                state = ARR_NEXT
-                continue
-              }
-              this.rowMisses++
+            const after = b === OPEN_OBJ ? this.wholeRow(buf, i) : -1
+            if (after >= 0) {
+              i = after
+              state = ARR_NEXT
+              continue
             }
           }
           if (b === 0x22) {
@@ -540,15 +536,11 @@ export class JsonBodyScanner {
               i++
               if (depth === 2 && inField) {
                 count++
-                if (this.rowMisses <= this.rowHits + ROW_MISSES) {
-                  const after = rowObject(buf, i, ROW_DEPTH)
-                  if (after >= 0) {
-                    this.rowHits++
-                    i = after
-                    state = ARR_NEXT
-                    continue
-                  }
-                  this.rowMisses++
+                const after = this.wholeRow(buf, i)
+                if (after >= 0) {
+                  i = after
+                  state = ARR_NEXT
+                  continue
                 }
               }
               stack[depth++] = OPEN_OBJ
@@ -588,6 +580,19 @@ export class JsonBodyScanner {
     this.strIsKey = isKey
     this.num = num
     this.base += n
+  }
+
+  /**
+   * A row of the counted array from its `{` at `i`, read whole in one pass (issue #47): the
+   * index after it, or -1 for the byte-wise states to read it. Rows nested past the reader's
+   * depth are not tried again once they outnumber the rows it took by ROW_MISSES.
+   */
+  private wholeRow(buf: Uint8Array, i: number): number {
+    if (this.rowMisses > this.rowHits + ROW_MISSES) return -1
+    const after = rowObject(buf, i, ROW_DEPTH)
+    if (after < 0) this.rowMisses++
+    else this.rowHits++
+    return after
   }
 
   /** The loop's locals back into the scanner, before a rare step reads them. */
