@@ -30,8 +30,8 @@ export const LEDGER_KEEP_DAYS = 400
 const lua = (name: string, uses: readonly Shared[] = []) =>
   scriptBeside(new URL('./lua/', import.meta.url).href, name, uses)
 /** One script per purpose, each after the shared parts it uses (fastify-rate-limit's `{ increment, read }`). */
-export const CHECK = lua('check', ['prelude']) // and windows, ledger after its commonest call
-const GIVE_BACK = lua('give-back', ['prelude', 'windows', 'ledger'])
+export const CHECK = lua('check', ['prelude', 'ledger'])
+const GIVE_BACK = lua('give-back', ['prelude', 'ledger'])
 /** SPEC §5: a credit kept as an entry, and the team's late calls written once per batch. */
 const CREDIT = lua('credit', ['ledger'])
 const LEDGER_ADD = lua('ledger-add', ['once', 'ledger'])

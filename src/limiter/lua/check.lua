@@ -82,9 +82,6 @@ if n == 1 and not peek and tonumber(ARGV[FIRST + 3]) == 0 and ARGV[FIRST + 4] ~=
   end
 end
 
--- The rest of the check needs the buckets' readers and the ledger: made only when it runs.
--- #include windows ledger
-
 -- Drops the buckets that left the window (index < oldest) from the total; returns the new
 -- total and the oldest bucket still holding calls (nil when none). Deletes the buckets that
 -- left (not on a peek); the new total and oldest are the caller's to write, with the charge.

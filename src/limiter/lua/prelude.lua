@@ -1,8 +1,5 @@
--- The window layout both scripts share (SPEC §3, §5), and the store's clock; each script is this
--- prelude followed by its own program (limiter/script.ts joins them before registering). What
--- reads a window's buckets is `windows.lua`, which a script includes where it needs it: a
--- function in Lua is made anew on every run of the script, so the commonest check answers
--- before any is made (issue #47).
+-- The window layout both scripts share (SPEC §3, §5); each script is this prelude followed by
+-- its own program (limiter/redis-store.ts joins them before registering).
 --
 -- Sliding windows (windowMs > 0): the key is a hash of buckets, field = bucket index
 -- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / buckets, so a
@@ -29,4 +26,30 @@ local storeNow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- floating-point printer: a microsecond or more for a ten-digit index); "%d" is an integer's.
 local function field(b)
   return string.format('%d', b)
+end
+
+-- The bucket fields of key among indices [from, to] (HMGET: nil where a bucket is empty).
+local function bucketsIn(key, from, to)
+  local range = {}
+  for b = from, to do range[#range + 1] = field(b) end
+  if #range == 0 then return range, {} end
+  return range, redis.call('HMGET', key, unpack(range))
+end
+
+-- The first bucket of key among indices [from, to] that holds calls, or nil. Read a few at a
+-- time, doubling: the bucket after one that left usually holds calls (a steady caller), and a
+-- read of the whole window (buckets + 1 fields, each a scan of the hash) cost more than the
+-- rest of a call.
+local function firstHeld(key, from, to)
+  local step = 2
+  while from <= to do
+    local last = math.min(from + step - 1, to)
+    local _, got = bucketsIn(key, from, last)
+    for j = 1, last - from + 1 do
+      if got[j] then return from + j - 1 end
+    end
+    from = last + 1
+    step = step * 2
+  end
+  return nil
 end
