@@ -73,6 +73,16 @@ export type FieldCount =
 
 const isDigit = (b: number) => b >= 0x30 && b <= 0x39
 const isHex = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66)
+/** The letter after a backslash of a one-letter escape: `"` `\\` `/` b f n r t. */
+const isSimpleEscape = (b: number) =>
+  b === 0x22 ||
+  b === 0x5c ||
+  b === 0x2f ||
+  b === 0x62 ||
+  b === 0x66 ||
+  b === 0x6e ||
+  b === 0x72 ||
+  b === 0x74
 
 /** numStep: the byte ends the number (read it in the next state). */
 const NUM_END = -1
@@ -130,16 +140,7 @@ function rowEscape(buf: Uint8Array, i: number): number {
     return isHex(buf[i + 1]!) && isHex(buf[i + 2]!) && isHex(buf[i + 3]!) && isHex(buf[i + 4]!)
       ? i + 4
       : -1
-  return b === 0x22 ||
-    b === 0x5c ||
-    b === 0x2f ||
-    b === 0x62 ||
-    b === 0x66 ||
-    b === 0x6e ||
-    b === 0x72 ||
-    b === 0x74
-    ? i
-    : -1
+  return isSimpleEscape(b) ? i : -1
 }
 
 /** A string from its opening quote at `i`: the index after its closing quote, or -1. */
@@ -191,42 +192,32 @@ function rowValue(buf: Uint8Array, i: number, left: number): number {
   if (b === 0x6e)
     return buf[i + 1] === 0x75 && buf[i + 2] === 0x6c && buf[i + 3] === 0x6c ? i + 4 : -1
   if (left === 0) return -1
-  if (b === OPEN_OBJ) return rowObject(buf, i, left - 1)
-  if (b === OPEN_ARR) return rowArray(buf, i, left - 1)
+  if (b === OPEN_OBJ || b === OPEN_ARR) return rowNested(buf, i, left - 1)
   return -1
 }
 
-/** An object from its `{` at `i`: the index after its `}`, or -1. */
-function rowObject(buf: Uint8Array, i: number, left: number): number {
+/** An object or an array from its `{` or `[` at `i`: the index after its end, or -1. */
+function rowNested(buf: Uint8Array, i: number, left: number): number {
+  const isObject = buf[i] === OPEN_OBJ
+  const end = isObject ? 0x7d : 0x5d
   let b = buf[++i]!
   while (isSpace(b)) b = buf[++i]!
-  if (b === 0x7d) return i + 1
+  if (b === end) return i + 1
   for (;;) {
-    if (b !== 0x22) return -1
-    // The key and a string value scanned here: most of a row's bytes.
-    b = buf[++i]!
-    while (b !== 0x22) {
-      if (b === 0x5c) {
-        i = rowEscape(buf, i)
-        if (i < 0) return -1
-      } else if (!(b >= 0x20)) return -1
+    if (isObject) {
+      if (b !== 0x22) return -1
+      i = rowString(buf, i)
+      if (i < 0) return -1
+      b = buf[i]!
+      while (isSpace(b)) b = buf[++i]!
+      if (b !== 0x3a) return -1
       b = buf[++i]!
+      while (isSpace(b)) b = buf[++i]!
     }
-    b = buf[++i]!
-    while (isSpace(b)) b = buf[++i]!
-    if (b !== 0x3a) return -1
-    b = buf[++i]!
-    while (isSpace(b)) b = buf[++i]!
     if (b === 0x22) {
-      b = buf[++i]!
-      while (b !== 0x22) {
-        if (b === 0x5c) {
-          i = rowEscape(buf, i)
-          if (i < 0) return -1
-        } else if (!(b >= 0x20)) return -1
-        b = buf[++i]!
-      }
-      b = buf[++i]!
+      i = rowString(buf, i)
+      if (i < 0) return -1
+      b = buf[i]!
     } else if (b >= 0x31 && b <= 0x39) {
       // An integer here; a fraction or an exponent read again by rowValue.
       const at = i
@@ -243,24 +234,7 @@ function rowObject(buf: Uint8Array, i: number, left: number): number {
       b = buf[i]!
     }
     while (isSpace(b)) b = buf[++i]!
-    if (b === 0x7d) return i + 1
-    if (b !== 0x2c) return -1
-    b = buf[++i]!
-    while (isSpace(b)) b = buf[++i]!
-  }
-}
-
-/** An array from its `[` at `i`: the index after its `]`, or -1. */
-function rowArray(buf: Uint8Array, i: number, left: number): number {
-  let b = buf[++i]!
-  while (isSpace(b)) b = buf[++i]!
-  if (b === 0x5d) return i + 1
-  for (;;) {
-    i = rowValue(buf, i, left)
-    if (i < 0) return -1
-    b = buf[i]!
-    while (isSpace(b)) b = buf[++i]!
-    if (b === 0x5d) return i + 1
+    if (b === end) return i + 1
     if (b !== 0x2c) return -1
     b = buf[++i]!
     while (isSpace(b)) b = buf[++i]!
@@ -589,7 +563,7 @@ export class JsonBodyScanner {
    */
   private wholeRow(buf: Uint8Array, i: number): number {
     if (this.rowMisses > this.rowHits + ROW_MISSES) return -1
-    const after = rowObject(buf, i, ROW_DEPTH)
+    const after = rowNested(buf, i, ROW_DEPTH)
     if (after < 0) this.rowMisses++
     else this.rowHits++
     return after
@@ -616,16 +590,7 @@ export class JsonBodyScanner {
       this.hexLeft = 4
       return STR_HEX
     }
-    const simple =
-      b === 0x22 ||
-      b === 0x5c ||
-      b === 0x2f ||
-      b === 0x62 ||
-      b === 0x66 ||
-      b === 0x6e ||
-      b === 0x72 ||
-      b === 0x74
-    if (!simple) this.fail('a bad escape')
+    if (!isSimpleEscape(b)) this.fail('a bad escape')
     return STR
   }
 
