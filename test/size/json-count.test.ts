@@ -221,6 +221,8 @@ describe('JsonBodyScanner: rows read whole in one pass (issue #47)', () => {
       ['"s":"x"}]', '"s":"\\q"}]'],
       ['"s":"x"}]', '"s":"x\u0000"}]'],
       ['"s":"x"}]', '"s":nulL}]'],
+      ['"s":"x"}]', '"s":"x"]]'],
+      ['"s":"x"}]', '"s":["x"}}]'],
     ] as const) {
       const bad = flat.replace(from, to)
       expect(bad, to).not.toBe(flat)
