@@ -131,8 +131,6 @@ function numStep(num: number, b: number): number {
 /** Levels a row may nest for the one-pass reader; deeper rows go byte by byte (up to MAX_DEPTH). */
 const ROW_DEPTH = 8
 
-const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
-
 /** An escape from its backslash at `i`: the index of its last byte, or -1. */
 function rowEscape(buf: Uint8Array, i: number): number {
   const b = buf[++i]!
@@ -156,32 +154,40 @@ function rowString(buf: Uint8Array, i: number): number {
   return i + 1
 }
 
+/**
+ * A number's fraction and exponent, from the byte after its integer part at `i`: the index after
+ * the number, or -1. JSON's number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+ */
+function rowNumberTail(buf: Uint8Array, i: number): number {
+  let b = buf[i]!
+  if (b === 0x2e) {
+    b = buf[++i]!
+    if (!isDigit(b)) return -1
+    b = buf[++i]!
+    while (isDigit(b)) b = buf[++i]!
+  }
+  if (b === 0x65 || b === 0x45) {
+    b = buf[++i]!
+    if (b === 0x2b || b === 0x2d) b = buf[++i]!
+    if (!isDigit(b)) return -1
+    b = buf[++i]!
+    while (isDigit(b)) b = buf[++i]!
+  }
+  return i
+}
+
 /** A value from its first byte at `i`: the index after it, or -1. */
 function rowValue(buf: Uint8Array, i: number, left: number): number {
   let b = buf[i]!
   if (b === 0x22) return rowString(buf, i)
-  if ((b >= 0x30 && b <= 0x39) || b === 0x2d) {
-    // JSON's number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+  if (isDigit(b) || b === 0x2d) {
     if (b === 0x2d) b = buf[++i]!
-    if (b === 0x30) b = buf[++i]!
+    if (b === 0x30) i++
     else if (b >= 0x31 && b <= 0x39) {
       b = buf[++i]!
-      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
+      while (isDigit(b)) b = buf[++i]!
     } else return -1
-    if (b === 0x2e) {
-      b = buf[++i]!
-      if (!(b >= 0x30 && b <= 0x39)) return -1
-      b = buf[++i]!
-      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
-    }
-    if (b === 0x65 || b === 0x45) {
-      b = buf[++i]!
-      if (b === 0x2b || b === 0x2d) b = buf[++i]!
-      if (!(b >= 0x30 && b <= 0x39)) return -1
-      b = buf[++i]!
-      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
-    }
-    return i
+    return rowNumberTail(buf, i)
   }
   if (b === 0x74)
     return buf[i + 1] === 0x72 && buf[i + 2] === 0x75 && buf[i + 3] === 0x65 ? i + 4 : -1
@@ -201,7 +207,7 @@ function rowNested(buf: Uint8Array, i: number, left: number): number {
   const isObject = buf[i] === OPEN_OBJ
   const end = isObject ? 0x7d : 0x5d
   let b = buf[++i]!
-  while (isSpace(b)) b = buf[++i]!
+  while (isJsonSpace(b)) b = buf[++i]!
   if (b === end) return i + 1
   for (;;) {
     if (isObject) {
@@ -209,22 +215,21 @@ function rowNested(buf: Uint8Array, i: number, left: number): number {
       i = rowString(buf, i)
       if (i < 0) return -1
       b = buf[i]!
-      while (isSpace(b)) b = buf[++i]!
+      while (isJsonSpace(b)) b = buf[++i]!
       if (b !== 0x3a) return -1
       b = buf[++i]!
-      while (isSpace(b)) b = buf[++i]!
+      while (isJsonSpace(b)) b = buf[++i]!
     }
     if (b === 0x22) {
       i = rowString(buf, i)
       if (i < 0) return -1
       b = buf[i]!
     } else if (b >= 0x31 && b <= 0x39) {
-      // An integer here; a fraction or an exponent read again by rowValue.
-      const at = i
+      // A number not below 1 here, its integer part in the loop (most numbers in rows).
       b = buf[++i]!
-      while (b >= 0x30 && b <= 0x39) b = buf[++i]!
+      while (isDigit(b)) b = buf[++i]!
       if (b === 0x2e || b === 0x65 || b === 0x45) {
-        i = rowValue(buf, at, left)
+        i = rowNumberTail(buf, i)
         if (i < 0) return -1
         b = buf[i]!
       }
@@ -233,11 +238,11 @@ function rowNested(buf: Uint8Array, i: number, left: number): number {
       if (i < 0) return -1
       b = buf[i]!
     }
-    while (isSpace(b)) b = buf[++i]!
+    while (isJsonSpace(b)) b = buf[++i]!
     if (b === end) return i + 1
     if (b !== 0x2c) return -1
     b = buf[++i]!
-    while (isSpace(b)) b = buf[++i]!
+    while (isJsonSpace(b)) b = buf[++i]!
   }
 }
 
