@@ -40,10 +40,6 @@ const CLAIM_NOTICE = lua('claim-notice')
 type Script = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>
 /** A client with the scripts defined on it, by command name. */
 type ScriptClient = (Redis | Cluster) & Record<string, Script>
-/** A pipeline of a ScriptClient: the scripts queue, exec() sends them in one write. */
-type ScriptPipeline = Record<string, (numKeys: number, ...args: (string | number)[]) => unknown> & {
-  exec(): Promise<[Error | null, unknown][] | null>
-}
 
 /** A check's tag numbers wrap here (they fit a ring's four bytes, lua/ledger.lua). */
 const TAG_SEQS = 2 ** 31
@@ -409,28 +405,35 @@ export class RedisStore implements LimiterStore {
    * batch held back behind this process's own late read of earlier answers would reach Redis
    * past its deadline, and load alone would send the instance to its fallback (ioredis's
    * auto-pipelining holds a turn's calls that way).
+   *
+   * The turn's commands are written on the corked socket, not as an ioredis `pipeline()`: the
+   * socket sends them in one write all the same, but a `Pipeline` and its commands outlived the
+   * young generation's collections (6–7 MB surviving each scavenge at 2,800 calls a second, as
+   * against 0.1 MB for the same commands written alone), which made every scavenge a 4–10 ms
+   * pause (SPEC §12; docs/benchmarks.md, 0.7.5). Each call is answered when its own answer is
+   * read; one timer a turn bounds them all.
    */
   private writeChecks(calls: QueuedCheck[]): void {
     const sentMs = this.clock.now()
     const deadline = this.deadlineAt(sentMs)
-    const pipeline = this.client.pipeline() as unknown as ScriptPipeline
     const command = this.checkClock().command
-    for (const c of calls) {
+    const script = this.client[command]!
+    const socket = (this.client as Redis).stream as Redis['stream'] | undefined
+    socket?.cork()
+    const answers = new Array<Promise<void>>(calls.length)
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!
       if (c.deadline) c.argv[DEADLINE_ARG] = deadline
-      pipeline[command]!(c.keys.length, ...c.keys, ...c.argv)
+      answers[i] = script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
+        (raw) => c.resolve({ raw, sentMs }),
+        (err: Error) => c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
+      )
     }
-    this.timed(pipeline.exec()).then(
-      (results) => {
-        for (let i = 0; i < calls.length; i++) {
-          const [err, raw] = results?.[i] ?? [new Error('no answer in the pipeline'), null]
-          if (err) calls[i]!.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
-          else calls[i]!.resolve({ raw: raw as number[], sentMs })
-        }
-      },
-      (err: unknown) => {
-        for (const c of calls) c.reject(err)
-      }
-    )
+    socket?.uncork()
+    // A call already answered keeps its answer: a promise settles once.
+    this.timed(Promise.all(answers)).catch((err: unknown) => {
+      for (const c of calls) c.reject(err)
+    })
   }
 
   /** The script's deadline for a call written at sentMs: 0 (none) until the offset is known. */
