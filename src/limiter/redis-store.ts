@@ -418,18 +418,29 @@ export class RedisStore implements LimiterStore {
     const deadline = this.deadlineAt(sentMs)
     const command = this.checkClock().command
     const script = this.client[command]!
-    const socket = (this.client as Redis).stream as Redis['stream'] | undefined
+    const client = this.client as Redis
+    const socket = client.stream as Redis['stream'] | undefined
+    // The turn's one timer (timed, below) bounds these answers, so ioredis's per-command backstop
+    // (redis-client.ts: commandTimeout, a timer set and cleared for every command it sends) is
+    // off while they are written: it cost a timer a call (SPEC §12). Without store.timeout_ms
+    // (the unit tests' stores) the backstop stays.
+    const backstop = client.options.commandTimeout
+    if (this.opts.timeoutMs !== undefined) client.options.commandTimeout = undefined
     socket?.cork()
     const answers = new Array<Promise<void>>(calls.length)
-    for (let i = 0; i < calls.length; i++) {
-      const c = calls[i]!
-      if (c.deadline) c.argv[DEADLINE_ARG] = deadline
-      answers[i] = script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
-        (raw) => c.resolve({ raw, sentMs }),
-        (err: Error) => c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
-      )
+    try {
+      for (let i = 0; i < calls.length; i++) {
+        const c = calls[i]!
+        if (c.deadline) c.argv[DEADLINE_ARG] = deadline
+        answers[i] = script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
+          (raw) => c.resolve({ raw, sentMs }),
+          (err: Error) => c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
+        )
+      }
+    } finally {
+      socket?.uncork()
+      client.options.commandTimeout = backstop
     }
-    socket?.uncork()
     // A call already answered keeps its answer: a promise settles once.
     this.timed(Promise.all(answers)).catch((err: unknown) => {
       for (const c of calls) c.reject(err)

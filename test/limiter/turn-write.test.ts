@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis'
+import { createHook } from 'node:async_hooks'
 import { describe, expect, it } from 'vitest'
 import { redisClient } from '../../src/limiter/redis-client.js'
 import { RedisStore } from '../../src/limiter/redis-store.js'
@@ -18,7 +19,7 @@ async function readsProcessed(admin: Redis): Promise<number> {
 }
 
 describe('RedisStore: a turn of checks', () => {
-  it('goes to Redis in one write, and each call gets its own answer', async () => {
+  it('goes to Redis in one write under one timer, and each call gets its own answer', async () => {
     const client = redisClient({
       url: db.redis.url,
       cluster: [],
@@ -37,12 +38,21 @@ describe('RedisStore: a turn of checks', () => {
     const admin = db.client()
     await admin.ping()
     const before = await readsProcessed(admin)
+    let timers = 0
+    const hook = createHook({ init: (_id, type) => void (type === 'Timeout' && timers++) })
+    hook.enable()
     const answers = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
         store.consume([charge(i < 20 ? 1000 : 0, 60_000, `k${i % 20}`)], Date.now())
       )
     )
+    hook.disable()
     const after = await readsProcessed(admin)
+    // One timer bounds the turn (store.timeout_ms); ioredis's per-command backstop
+    // (commandTimeout, set on this client as on the gateway's) sets none for these.
+    expect(timers).toBe(1)
+    // and the backstop is back for every other command
+    expect(client.options.commandTimeout).toBe(10_000)
     // One read for the turn's 40 scripts, one for the INFO that counts it.
     expect(after - before).toBe(2)
     // Answers in order, each its own: the first 20 under a limit of 1,000, the next 20 (the
