@@ -63,4 +63,26 @@ describe('RedisStore: a turn of checks', () => {
     ])
     expect(answers[0]!.windows[0]!.used).toBe(1)
   })
+
+  it('after Redis lost its scripts (SCRIPT FLUSH, a restart), the next turn is answered all the same', async () => {
+    const client = db.track(
+      redisClient({
+        url: db.redis.url,
+        cluster: [],
+        prefix: 'x:',
+        timeoutMs: 1000,
+        onError: 'open',
+        leases: false,
+        memoryKeys: 200_000,
+      })
+    )
+    await new Promise((r) => client.once('ready', r))
+    const store = new RedisStore(client, { clock: systemClock, prefix: 'flush:', timeoutMs: 1000 })
+    await store.consume([charge(1000, 60_000, 'f')], Date.now())
+    await db.client().script('FLUSH')
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => store.consume([charge(1000, 60_000, 'f')], Date.now()))
+    )
+    expect(answers.map((a) => a.windows[0]!.used).sort((a, b) => a - b)).toEqual([2, 3, 4, 5, 6])
+  })
 })
