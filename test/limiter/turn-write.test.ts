@@ -52,7 +52,7 @@ describe('RedisStore: a turn of checks', () => {
     // (commandTimeout, set on this client as on the gateway's) sets none for these.
     expect(timers).toBe(1)
     // and the backstop is back for every other command
-    expect(client.options.commandTimeout).toBe(10_000)
+    expect((client as Redis).options.commandTimeout).toBe(10_000)
     // One read for the turn's 40 scripts, one for the INFO that counts it.
     expect(after - before).toBe(2)
     // Answers in order, each its own: the first 20 under a limit of 1,000, the next 20 (the
