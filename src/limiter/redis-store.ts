@@ -330,7 +330,8 @@ export class RedisStore implements LimiterStore {
     if (n === 0) return admitNothing(nowMs)
     const clock = this.checkClock()
     const deadline = !opts.peek && clock.deadlines && Boolean(this.opts.timeoutMs)
-    if (deadline) await this.ensureOffset()
+    // Known after the first answer: no await (a promise and a turn of the microtask queue) a call.
+    if (deadline && !this.offsetKnown) await this.ensureOffset()
     // Issue #11: a call the caller has given up on (its timeout) must never charge later; the
     // script compares a deadline (argument DEADLINE_ARG, 0: none) with its own clock. It is set
     // when the call is written, when the caller's timer starts too, so the script gives up no
@@ -427,14 +428,23 @@ export class RedisStore implements LimiterStore {
     const backstop = client.options.commandTimeout
     if (this.opts.timeoutMs !== undefined) client.options.commandTimeout = undefined
     socket?.cork()
-    const answers = new Array<Promise<void>>(calls.length)
+    // One promise a turn, settled when the last answer is read: the turn's timer is on it.
+    let left = calls.length
+    let allRead!: () => void
+    const read = new Promise<void>((resolve) => (allRead = resolve))
     try {
-      for (let i = 0; i < calls.length; i++) {
-        const c = calls[i]!
+      const failed = (c: QueuedCheck, err: Error) => {
+        c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
+        if (--left === 0) allRead()
+      }
+      for (const c of calls) {
         if (c.deadline) c.argv[DEADLINE_ARG] = deadline
-        answers[i] = script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
-          (raw) => c.resolve({ raw, sentMs }),
-          (err: Error) => c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
+        script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
+          (raw) => {
+            c.resolve({ raw, sentMs })
+            if (--left === 0) allRead()
+          },
+          (err: Error) => failed(c, err)
         )
       }
     } finally {
@@ -442,7 +452,7 @@ export class RedisStore implements LimiterStore {
       client.options.commandTimeout = backstop
     }
     // A call already answered keeps its answer: a promise settles once.
-    this.timed(Promise.all(answers)).catch((err: unknown) => {
+    this.timed(read).catch((err: unknown) => {
       for (const c of calls) c.reject(err)
     })
   }
