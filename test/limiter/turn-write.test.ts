@@ -18,9 +18,10 @@ async function readsProcessed(admin: Redis): Promise<number> {
   return Number(/total_reads_processed:(\d+)/.exec(info)![1])
 }
 
-describe('RedisStore: a turn of checks', () => {
-  it('goes to Redis in one write under one timer, and each call gets its own answer', async () => {
-    const client = redisClient({
+/** The gateway's own client (store.timeout_ms 1 s: ioredis's backstop 10 s) and a store on it. */
+async function gatewayStore(prefix: string): Promise<{ client: Redis; store: RedisStore }> {
+  const client = db.track(
+    redisClient({
       url: db.redis.url,
       cluster: [],
       prefix: 'x:',
@@ -28,10 +29,15 @@ describe('RedisStore: a turn of checks', () => {
       onError: 'open',
       leases: false,
       memoryKeys: 200_000,
-    })
-    db.track(client)
-    await new Promise((r) => client.once('ready', r))
-    const store = new RedisStore(client, { clock: systemClock, prefix: 'turn:', timeoutMs: 1000 })
+    }) as Redis
+  )
+  await new Promise((r) => client.once('ready', r))
+  return { client, store: new RedisStore(client, { clock: systemClock, prefix, timeoutMs: 1000 }) }
+}
+
+describe('RedisStore: a turn of checks', () => {
+  it('goes to Redis in one write under one timer, and each call gets its own answer', async () => {
+    const { client, store } = await gatewayStore('turn:')
     // The script loaded and the store clock's offset known: what follows is the steady state.
     await store.consume([charge(1000, 60_000, 'warm')], Date.now())
 
@@ -52,7 +58,7 @@ describe('RedisStore: a turn of checks', () => {
     // (commandTimeout, set on this client as on the gateway's) sets none for these.
     expect(timers).toBe(1)
     // and the backstop is back for every other command
-    expect((client as Redis).options.commandTimeout).toBe(10_000)
+    expect(client.options.commandTimeout).toBe(10_000)
     // One read for the turn's 40 scripts, one for the INFO that counts it.
     expect(after - before).toBe(2)
     // Answers in order, each its own: the first 20 under a limit of 1,000, the next 20 (the
@@ -65,19 +71,7 @@ describe('RedisStore: a turn of checks', () => {
   })
 
   it('after Redis lost its scripts (SCRIPT FLUSH, a restart), the next turn is answered all the same', async () => {
-    const client = db.track(
-      redisClient({
-        url: db.redis.url,
-        cluster: [],
-        prefix: 'x:',
-        timeoutMs: 1000,
-        onError: 'open',
-        leases: false,
-        memoryKeys: 200_000,
-      })
-    )
-    await new Promise((r) => client.once('ready', r))
-    const store = new RedisStore(client, { clock: systemClock, prefix: 'flush:', timeoutMs: 1000 })
+    const { store } = await gatewayStore('flush:')
     await store.consume([charge(1000, 60_000, 'f')], Date.now())
     await db.client().script('FLUSH')
     const answers = await Promise.all(
