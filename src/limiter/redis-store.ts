@@ -409,10 +409,9 @@ export class RedisStore implements LimiterStore {
    *
    * The turn's commands are written on the corked socket, not as an ioredis `pipeline()`: the
    * socket sends them in one write all the same, but a `Pipeline` and its commands outlived the
-   * young generation's collections (6–7 MB surviving each scavenge at 2,800 calls a second, as
-   * against 0.1 MB for the same commands written alone), which made every scavenge a 4–10 ms
-   * pause (SPEC §12; docs/benchmarks.md, 0.7.5). Each call is answered when its own answer is
-   * read; one timer a turn bounds them all.
+   * young generation's collections: at 2,800 calls a second 4.3 MB survived each scavenge, each a
+   * 3.3–5 ms pause; written alone, 0.85 MB and 1.0–1.4 ms (SPEC §12; docs/benchmarks.md, 0.7.5).
+   * Each call is answered when its own answer is read; one timer a turn bounds them all.
    */
   private writeChecks(calls: QueuedCheck[]): void {
     const sentMs = this.clock.now()
