@@ -29,7 +29,7 @@ export function redisClient(
     enableOfflineQueue: opts.offlineQueue ?? false,
     // Reconnect within half a second of Redis coming back (ioredis backs off to 2 s).
     retryStrategy: (times: number) => Math.min(times * 50, 500),
-    // The store writes a turn's check scripts as one pipeline itself (redis-store.ts
+    // The store writes a turn's check scripts as one write itself (redis-store.ts
     // writeChecks): auto-pipelining held a turn's calls while the batch before was unanswered.
     enableAutoPipelining: false,
   }

@@ -308,11 +308,11 @@ export class RedisStore implements LimiterStore {
    * Issue #22: until a script has answered, this process does not know the store clock's
    * offset and could send no deadline, so a call queued in a frozen store's socket would charge
    * when it woke. So the first charging call waits for one TIME (harmless if it runs late); if
-   * that does not answer in time, the call fails without sending anything that charges.
+   * that does not answer in time, the call fails without sending anything that charges. Asked
+   * only while the offset is unknown (check).
    */
   private learning: Promise<void> | null = null
   private async ensureOffset(): Promise<void> {
-    if (this.offsetKnown) return
     this.learning ??= (async () => {
       const [sec, usec] = await this.timed((this.client as Redis).time())
       this.learnOffset(Number(sec) * 1000 + Math.floor(Number(usec) / 1000))
@@ -386,8 +386,8 @@ export class RedisStore implements LimiterStore {
   }
 
   /**
-   * check.lua, written with the other checks of this turn as one pipeline. On a Cluster a call
-   * goes alone and at once: a pipeline must stay within one slot.
+   * check.lua, written with the other checks of this turn as one write (writeChecks). On a
+   * Cluster a call goes alone and at once: a batch must stay within one slot.
    */
   private runCheck(keys: string[], argv: (string | number)[], deadline: boolean): Promise<Written> {
     if (this.opts.cluster) {
@@ -431,19 +431,21 @@ export class RedisStore implements LimiterStore {
     let left = calls.length
     let allRead!: () => void
     const read = new Promise<void>((resolve) => (allRead = resolve))
+    const answered = () => {
+      if (--left === 0) allRead()
+    }
     try {
-      const failed = (c: QueuedCheck, err: Error) => {
-        c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
-        if (--left === 0) allRead()
-      }
       for (const c of calls) {
         if (c.deadline) c.argv[DEADLINE_ARG] = deadline
         script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
           (raw) => {
             c.resolve({ raw, sentMs })
-            if (--left === 0) allRead()
+            answered()
           },
-          (err: Error) => failed(c, err)
+          (err: Error) => {
+            c.reject(new StoreError(`redis: ${err.message}`, { cause: err }))
+            answered()
+          }
         )
       }
     } finally {

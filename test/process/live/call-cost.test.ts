@@ -9,7 +9,7 @@ import { useStubUpstream } from '../../helpers/stub-upstream.js'
 // SPEC §12 "What a call costs", a guard that is not a clock: the benchmark's three calls
 // (rotating bases, a flood on one base over its limit, a 1,000-row append) through the real
 // gateway and the real scripts, every command the store receives seen by MONITOR: those the
-// gateway sends (each at most a round trip; a turn's scripts go in one pipeline) and those
+// gateway sends (each at most a round trip; a turn's scripts go in one write) and those
 // its scripts run inside Redis. The counts include the batched writes of the usage days, the
 // upgrade report and the tuning evidence (flushed at the stop), the store's health probe and
 // nothing else. A change that makes a call do more fails here; raising a budget is said in the
