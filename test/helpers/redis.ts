@@ -51,6 +51,17 @@ export async function waitForPing(url: string, timeoutMs = 10_000): Promise<void
   throw new Error(`redis at ${url} did not answer: ${String(lastErr)}`)
 }
 
+/**
+ * Redis frozen for `ms` from the moment this resolves: every client's later commands wait, then
+ * run in the order they came (CLIENT PAUSE ALL answers once it is in force). A DEBUG SLEEP gives
+ * no sign that it has begun, so a test that used it had to guess with a fixed wait (issue #48).
+ */
+export async function freeze(admin: Redis, ms: number): Promise<void> {
+  // A pause ends at the server's next cron tick: 100 ms late at its default 10 Hz, 10 at 100.
+  await admin.call('CONFIG', 'SET', 'hz', '100')
+  await admin.call('CLIENT', 'PAUSE', String(ms), 'ALL')
+}
+
 let counter = 0
 function uniquePrefix(): string {
   return `bgtest:${process.pid}:${Date.now().toString(36)}:${counter++}:`

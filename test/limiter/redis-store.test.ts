@@ -6,7 +6,7 @@ import { RedisStore } from '../../src/limiter/redis-store.js'
 import { CallerClockRedisStore } from '../helpers/caller-clock.js'
 import { BUCKETS_PER_WINDOW, type MonthlyCharge } from '../../src/types.js'
 import { StoreError } from '../../src/limiter/store-error.js'
-import { evalCalls, useRedis } from '../helpers/redis.js'
+import { evalCalls, freeze, useRedis } from '../helpers/redis.js'
 import { FakeClock } from '../helpers/clock.js'
 import { calendarContract, charge, ledgerContract, storeContract } from './store-contract.js'
 import { systemClock, type Clock } from '../../src/clock.js'
@@ -398,23 +398,17 @@ describe('RedisStore: a deadline is never later than the caller gives up', () =>
     const clock = { ...systemClock, now: () => Date.now() + shift }
     const { client, store, prefix } = await timedStore('offset:', { clock })
     const admin = db.client()
-    const sleep = (s: number) => admin.call('DEBUG', 'SLEEP', String(s))
     try {
       const c = charge(1000)
       await store.consume([c], clock.now()) // the offset known, from a prompt answer
       shift += 11_000 // that estimate is old: the next answer replaces it
-      const asleep = () => new Promise((r) => setTimeout(r, 20)) // the SLEEP reached Redis
-      const busy = sleep(0.15)
-      await asleep()
       // The call runs 150 ms late, still answered in time.
+      await freeze(admin, 150)
       await expect(store.consume([c], clock.now())).resolves.toMatchObject({ allowed: true })
-      await busy
-      // Now a freeze past the caller's timeout: it gives up at 200 ms, Redis wakes at ~260.
-      const woke = sleep(0.28)
-      await asleep()
+      // Now a freeze past the caller's timeout: it gives up at 200 ms, Redis wakes at 280.
+      await freeze(admin, 280)
       await expect(store.consume([c], clock.now())).rejects.toThrow(StoreError)
-      await woke
-      await new Promise((r) => setTimeout(r, 50))
+      // Held by the pause too, and run after the abandoned check (clients resume in order).
       const total = await admin.hget(prefix + c.key, 't')
       expect(Number(total)).toBe(2) // the two answered calls; the abandoned one not charged
     } finally {
@@ -471,20 +465,18 @@ describe('RedisStore: an unanswered check with a month says what it may have cha
     try {
       await store.consume([monthly], Date.now()) // the offset known (tag 1)
       const id = (store as unknown as { storeId: string }).storeId
-      const asleep = admin.call('DEBUG', 'SLEEP', '0.4')
-      await new Promise((r) => setTimeout(r, 20))
+      await freeze(admin, 400)
       const err = await store.consume([monthly], Date.now()).catch((e: unknown) => e)
       expect(err).toBeInstanceOf(StoreError)
       expect((err as StoreError).inDoubt).toEqual({ store: id, seq: 2 })
       const d = await guarded.consume([monthly], Date.now())
       expect(d).toMatchObject({ allowed: true, local: true, inDoubt: { store: id, seq: 3 } })
-      await asleep
+      await admin.ping() // the freeze over
       // A class window alone is never in doubt for the ledger: no tag.
-      const bare = admin.call('DEBUG', 'SLEEP', '0.4')
-      await new Promise((r) => setTimeout(r, 20))
+      await freeze(admin, 400)
       const plain = await store.consume([charge(10)], Date.now()).catch((e: unknown) => e)
       expect((plain as StoreError).inDoubt).toBeUndefined()
-      await bare
+      await admin.ping()
     } finally {
       c.disconnect()
     }
