@@ -1,5 +1,6 @@
 import { Agent, request } from 'undici'
 import type { GatewayProcess } from './gateway-process.js'
+import { holds } from './until.js'
 
 // Load on gateways sharing one store, and what the store's clock says was admitted.
 
@@ -28,19 +29,24 @@ export async function hammer(
   const agent = new Agent({ connections: Math.min(inFlight, 200) })
   const deadline = Date.now() + seconds * 1000
   let n = 0
+  const isCall = (l: Record<string, unknown>) => typeof l.status === 'number' && 'path' in l
+  const lines = gws.map((g) => g.logs.filter(isCall).length)
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
       while (Date.now() < deadline && n < 200_000) {
-        const g = gws[n++ % gws.length]!
+        const at = n++ % gws.length
+        const g = gws[at]!
         const r = await request(`${g.url}/api-gateway/api/v2/dtables/${U}/rows/`, {
           dispatcher: agent,
         })
         await r.body.dump()
+        lines[at]!++
       }
     })
   )
   await agent.close()
-  await new Promise((r) => setTimeout(r, 300)) // the last log lines
+  // Every answered call's line is in (a batch is written within a few milliseconds).
+  await holds(() => gws.every((g, i) => g.logs.filter(isCall).length >= lines[i]!))
   return gws.flatMap((g) =>
     g.logs
       .filter((l) => l.status === 200 && typeof l.store_time === 'number')
