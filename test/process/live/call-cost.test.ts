@@ -69,8 +69,14 @@ async function counted(
   const monitorClient = new Redis(redisUrl, { enableReadyCheck: false })
   const monitor = await monitorClient.monitor()
   const count: Count = { sent: 0, scripts: 0, commands: 0, byName: new Map() }
+  // Sent from another connection once the gateway has stopped: MONITOR tells commands in the
+  // order Redis ran them, so every command of the run is counted once the marker is seen.
+  const marker = `call-cost-end:${process.pid}:${Date.now()}`
+  let markerSeen = () => {}
+  const ended = new Promise<void>((r) => (markerSeen = r))
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
     const name = String(args[0]).toLowerCase()
+    if (name === 'echo' && args[1] === marker) return markerSeen()
     count.commands++
     count.byName.set(name, (count.byName.get(name) ?? 0) + 1)
     if (source === 'lua') return
@@ -92,11 +98,10 @@ async function counted(
     })
   )
   expect(await gw.stop()).toBe(0) // the stop writes every batch held
-  // MONITOR's lines trail the commands: wait until two reads 200 ms apart agree.
-  for (let last = -1; last !== count.commands;) {
-    last = count.commands
-    await new Promise((r) => setTimeout(r, 200))
-  }
+  const other = new Redis(redisUrl)
+  await other.echo(marker)
+  other.disconnect()
+  await ended
   monitorClient.disconnect()
   return count
 }
