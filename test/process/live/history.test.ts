@@ -2,6 +2,7 @@ import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
 import { startLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
+import { holds } from '../../helpers/until.js'
 import type { StubUpstream } from '../../helpers/stub-upstream.js'
 import { useServerBehindGateway } from '../../helpers/server-version.js'
 
@@ -126,7 +127,11 @@ describe('version unknown, then known', () => {
     const r = await send(s.gw.port, { path: oldRows })
     expect(r.status).toBe(200)
     expect(r.headers.deprecation).toBeUndefined()
-    await new Promise((res) => setTimeout(res, 600))
+    // Two more failed asks of /server-info/ after the one that warned: still one warning.
+    const asks = () => s.up.seen.filter((x) => x.url.startsWith('/server-info')).length
+    await s.gw.waitForLog((l) => String(l.msg).startsWith('server version unknown'))
+    const warnedAt = asks()
+    await holds(() => asks() >= warnedAt + 2)
     expect(
       s.gw.logs.filter((l) => l.msg?.toString().startsWith('server version unknown'))
     ).toHaveLength(1)
