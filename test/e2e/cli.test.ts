@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { runOnce, startGateway, testYaml, writeConfig } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { holds } from '../helpers/until.js'
 import { useStubUpstream } from '../helpers/stub-upstream.js'
 import { reapWithTest } from '../helpers/reap.js'
 
@@ -103,7 +104,8 @@ describe('command line (SPEC §1)', () => {
       }
       expect((await send(port, { path: '/api2/repos/' })).status).toBe(200)
       expect((await send(port, { path: '/api2/repos/' })).status).toBe(429)
-      await new Promise((r) => setTimeout(r, 200))
+      // Lines keep their order: once the 429's is out, the 200's would be before it.
+      await holds(() => /"status":429[^\n]*\n/.test(out))
       const lines = out
         .trim()
         .split('\n')
@@ -122,11 +124,16 @@ describe('command line (SPEC §1)', () => {
   })
 
   it('SIGTERM lets an in-flight request finish, then exits 0', async () => {
-    up.handle((_req, res) => setTimeout(() => res.end('slow but whole'), 700))
+    let reached = () => {}
+    const atServer = new Promise<void>((r) => (reached = r))
+    up.handle((_req, res) => {
+      reached()
+      setTimeout(() => res.end('slow but whole'), 700)
+    })
     const gw = await startGateway(testYaml(up.url))
     try {
       const inflight = send(gw.port, { path: '/api2/repos/' })
-      await new Promise((r) => setTimeout(r, 200))
+      await atServer // in flight: the server has it and answers 700 ms later
       const code = gw.stop('SIGTERM')
       const a = await inflight
       expect(a.status).toBe(200)
