@@ -4,13 +4,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import WebSocket, { WebSocketServer } from 'ws'
 import { startGateway, testYaml } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { holds } from '../helpers/until.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 // A rolling restart: one of two instances gets SIGTERM while it serves; nothing it accepted
 // is lost, and clients move to the other one.
 
 let redis: TestRedis
-const upstream = createServer((req, res) => setTimeout(() => res.end(`done ${req.url}`), 300))
+let held = 0 // calls the upstream holds now
+const upstream = createServer((req, res) => {
+  held++
+  setTimeout(() => {
+    held--
+    res.end(`done ${req.url}`)
+  }, 300)
+})
 const wss = new WebSocketServer({ server: upstream, path: '/socket.io/' })
 wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo:${m.toString()}`)))
 
@@ -40,9 +48,9 @@ describe('graceful restart (SIGTERM)', () => {
         }
       }
       const inflight = Array.from({ length: 20 }, (_, i) => call(i))
-      await new Promise((r) => setTimeout(r, 100)) // all 20 accepted by A, waiting on the upstream
+      await holds(() => held === 20) // all 20 accepted by A, waiting on the upstream
       const exit = a.stop('SIGTERM')
-      await new Promise((r) => setTimeout(r, 50))
+      await holds(async () => (await send(a.adminPort, { path: '/readyz' })).status === 503)
       // Draining: the proxy port takes no new connection, the admin listener still answers.
       expect((await send(a.adminPort, { path: '/healthz' })).status).toBe(200)
       // SPEC §7: not ready while draining, so the orchestrator stops sending traffic here.
@@ -70,7 +78,7 @@ describe('graceful restart (SIGTERM)', () => {
     const ws = new WebSocket(`ws://127.0.0.1:${g.port}/socket.io/`)
     await new Promise((r) => ws.on('open', r))
     const exit = g.stop('SIGTERM')
-    await new Promise((r) => setTimeout(r, 300))
+    await holds(async () => (await send(g.adminPort, { path: '/readyz' })).status === 503)
     const reply = await new Promise<string>((resolve) => {
       ws.once('message', (m) => resolve(m.toString()))
       ws.send('still here')
