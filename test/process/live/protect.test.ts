@@ -202,7 +202,11 @@ monthly: { enabled: true, plans: { small: { calls: 10 } }, teams: [ { id: t, pla
     up.setStatus(500)
     for (let i = 0; i < 3; i++) expect((await send(gw.port, { path: rowsPath() })).status).toBe(500)
     up.setStatus(200)
-    await new Promise((r) => setTimeout(r, 100))
+    // The give-backs are batched: the next calls go once the store counts none of the three.
+    await until(async () => {
+      const u = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${UUID}` })).body)
+      return u.monthly.used === 0 && u.windows.every((w: { used: number }) => w.used === 0)
+    })
     const answers = []
     for (let i = 0; i < 3; i++) answers.push(await send(gw.port, { path: rowsPath() }))
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200])
