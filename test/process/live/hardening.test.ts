@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { testYaml } from '../../helpers/gateway-process.js'
 import { startLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
+import { until } from '../../helpers/until.js'
 import { metricOf } from '../../helpers/metrics.js'
 import { redisPid, useRedis } from '../../helpers/redis.js'
 import { useStubUpstream } from '../../helpers/stub-upstream.js'
@@ -74,13 +75,20 @@ describe('findings 3, 6, 12: the store', () => {
     )
 
   /** The statuses of 12 calls sent while Redis is frozen (SIGSTOP); it is woken after them. */
-  async function callsWhileFrozen(pid: number, port: number): Promise<number[]> {
+  async function callsWhileFrozen(
+    pid: number,
+    gw: { port: number; adminPort: number }
+  ): Promise<number[]> {
+    const admin = db.client()
+    await admin.ping() // connected before the freeze
     process.kill(pid, 'SIGSTOP')
     const statuses: number[] = []
-    for (let i = 0; i < 12; i++) statuses.push((await send(port, { path: rows })).status)
+    for (let i = 0; i < 12; i++) statuses.push((await send(gw.port, { path: rows })).status)
     process.kill(pid, 'SIGCONT')
-    // Long enough for anything Redis queued while frozen to be run.
-    await new Promise((r) => setTimeout(r, 1500))
+    // Sent after the wake, answered once Redis has read and run what its sockets held: the
+    // gateway's queued checks (a few hundred bytes each) are read in the same pass.
+    await admin.ping()
+    admin.disconnect()
     return statuses
   }
 
@@ -112,9 +120,15 @@ describe('findings 3, 6, 12: the store', () => {
     const pid = redisPid(db.redis.port)
     try {
       expect((await send(gw.port, { path: rows })).status).toBe(200)
-      const statuses = await callsWhileFrozen(pid, gw.port)
+      const statuses = await callsWhileFrozen(pid, gw)
       expect(statuses).toEqual(Array(12).fill(503))
-      const usage = JSON.parse((await send(gw.adminPort, { path: `/v1/usage/base/${U}` })).body)
+      // Read through the gateway once it has its store back (a 503 until then).
+      const read = await until(
+        'the usage read answered',
+        () => send(gw.adminPort, { path: `/v1/usage/base/${U}` }),
+        (a) => a.status === 200
+      )
+      const usage = JSON.parse(read.body)
       expect(usage.windows.find((w: { class: string }) => w.class === 'base').used).toBe(1)
     } finally {
       process.kill(pid, 'SIGCONT')
@@ -129,9 +143,14 @@ describe('findings 3, 6, 12: the store', () => {
     const gw = await closedGateway('cold:', '10/min')
     const pid = redisPid(db.redis.port)
     try {
-      const statuses = await callsWhileFrozen(pid, gw.port)
+      const statuses = await callsWhileFrozen(pid, gw)
       expect(statuses).toEqual(Array(12).fill(503))
-      const next = await send(gw.port, { path: rows })
+      // Until the gateway has its store back, a call is a 503 too, charged nowhere.
+      const next = await until(
+        'a call served',
+        () => send(gw.port, { path: rows }),
+        (a) => a.status !== 503
+      )
       expect(next.status).toBe(200)
       expect(next.headers['x-ratelimit-remaining']).toBe('9')
     } finally {
