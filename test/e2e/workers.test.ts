@@ -237,13 +237,22 @@ describe('workers: 2 with the Redis store', () => {
             new Promise((r) => setTimeout(() => r('hung'), 4000)),
           ])
           ;(outcome === 'hung' ? hung : ended).push(Date.now() - t0)
-          if (outcome !== 'answered') await new Promise((r) => setTimeout(r, 20))
+          if (outcome === 'answered') answered++
+          else await new Promise((r) => setTimeout(r, 20))
         }
       }
+      let answered = 0
       const clients = Array.from({ length: 8 }, client)
-      await new Promise((r) => setTimeout(r, 300))
-      for (const pid of workerPids(g)) process.kill(pid, 'SIGKILL')
-      await new Promise((r) => setTimeout(r, 2500))
+      await until(() => answered >= 16) // traffic flowing
+      const killed = workerPids(g)
+      for (const pid of killed) process.kill(pid, 'SIGKILL')
+      // Calls kept coming while both were replaced, and the new workers serve them.
+      await until(() => {
+        const now = workerPids(g)
+        return now.length === killed.length && now.every((p) => !killed.includes(p))
+      })
+      const before = answered
+      await until(() => answered >= before + 16)
       stop = true
       await Promise.all(clients)
       expect(hung).toEqual([])
