@@ -9,7 +9,7 @@ import { freePort } from '../helpers/ports.js'
 import { startGateway, testYamlWithToken, type GatewayProcess } from '../helpers/gateway-process.js'
 import { rowsPath, send } from '../helpers/http.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
-import { spawnRedisServer } from '../helpers/redis.js'
+import { spawnRedisServer, waitForPing } from '../helpers/redis.js'
 
 // Issue #34 items 2, 3, 4 and 10, in Chromium: the page opened from a URL that carries the
 // login; one colour per outcome; a sick server and a store that does not answer flagged at the
@@ -40,7 +40,7 @@ describe('the status page tells the truth at a glance (issue #34)', () => {
       if (failing && path.startsWith('/api/')) return req.socket.destroy()
       res.writeHead(200).end('{}')
     })
-    await new Promise((r) => setTimeout(r, 300))
+    await waitForPing(`redis://127.0.0.1:${port}`)
     gw = await startGateway(
       testYamlWithToken(
         up.url,
