@@ -5,6 +5,7 @@ import { startLive, useLive } from '../../helpers/live.js'
 import { rowsPath, send } from '../../helpers/http.js'
 import { clusterList } from '../../helpers/redis-cluster.js'
 import { useRedis } from '../../helpers/redis.js'
+import { until } from '../../helpers/until.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 
 // Issue #24 / SPEC §10: limits for particular bases, teams and clients.
@@ -168,16 +169,24 @@ overrides: [ { name: from-file, bases: ["${LOW}"], limits: { base: 1/min } } ]`
       source: 'api',
       limits: { base: ['50/min'] },
     })
-    const deadline = Date.now() + 1000
-    while ((await limitOn(1, HIGH)) !== '50' && Date.now() < deadline)
-      await new Promise((res) => setTimeout(res, 50))
-    expect(await limitOn(1, HIGH)).toBe('50')
+    await until(
+      'the PUT seen by the other instance',
+      () => limitOn(1, HIGH),
+      (l) => l === '50',
+      {
+        timeoutMs: 1000,
+      }
+    )
     const del = await send(gws[1]!.adminPort, { method: 'DELETE', path: '/v1/overrides/nightly' })
     expect(del.status).toBe(200)
-    const until = Date.now() + 1000
-    while ((await limitOn(0, HIGH)) !== '2' && Date.now() < until)
-      await new Promise((res) => setTimeout(res, 50))
-    expect(await limitOn(0, HIGH)).toBe('2')
+    await until(
+      'the DELETE seen by the other instance',
+      () => limitOn(0, HIGH),
+      (l) => l === '2',
+      {
+        timeoutMs: 1000,
+      }
+    )
   })
 
   it("replaces and deletes the file's override too", async () => {
