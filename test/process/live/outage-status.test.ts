@@ -46,6 +46,7 @@ describe('a server outage as the operator watches it (issue #41)', () => {
     expect(metrics).toMatch(/basegate_requests_total\{class="account",outcome="upstream_5xx"\} 4/)
     const line = await live.gw.waitForLog((l) => l.msg === 'the server is failing (5xx, 502, 504)')
     expect(line.level).toBe('warn')
+    // The scenario's own length: an episode of over a second, for lasted_s.
     await new Promise((r) => setTimeout(r, 1200))
     down = false
     for (let i = 0; i < 2; i++)

@@ -139,6 +139,7 @@ describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => 
     const drips = Array.from({ length: 40 }, (_, i) =>
       drip(gw.port, `/api/v2.1/dtable-asset/upload/${i}`, '127.0.0.2', { everyMs: 500, bytes: 1 })
     )
+    // A proof of absence over time: three drips each, and still no upstream connection held.
     await new Promise((r) => setTimeout(r, 1500))
     const victim = await timedGet(gw.port, '/api/v2.1/user/', '127.0.0.3')
     expect(victim.status).toBe(200)
@@ -162,6 +163,7 @@ describe('slow uploads cannot take the upstream pool (issue #39 item 2)', () => 
       bytes: 1,
       length: 500,
     })
+    // A proof of absence over time (two drips): still nothing held upstream.
     await new Promise((r) => setTimeout(r, 1500))
     expect(open.get('127.0.0.4') ?? 0).toBe(0)
     const a = await d.answer

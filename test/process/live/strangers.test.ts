@@ -147,6 +147,8 @@ describe('finding 2: uploads that send no byte hold no server connection', () =>
         )
         heads.push(s)
       }
+    // A proof of absence: no event says "still nothing sent upstream"; 300 ms is many turns of
+    // the gateway's loop after the last head.
     await new Promise((r) => setTimeout(r, 300))
     expect(await metric(live.gw, 'basegate_upstream_connections_in_use')).toBe(0)
     expect(live.up.seen.some((x) => x.url.includes('/upload-api/'))).toBe(false)
