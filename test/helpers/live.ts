@@ -9,6 +9,7 @@ import { runtimeOf } from '../../src/process/runtime.js'
 import { listenAlone } from '../../src/process/serve-alone.js'
 import { logLines, writeConfig, type Gateway } from './gateway-process.js'
 import { startCluster, type TestCluster } from './redis-cluster.js'
+import { startRedis, type TestRedis } from './redis.js'
 import { startStubUpstream, type StubUpstream } from './stub-upstream.js'
 
 // Issue #48: the gateway as `basegate` serves alone (its real proxy and admin listeners, the
@@ -65,33 +66,42 @@ export async function startLive(
 }
 
 /**
- * A stub upstream and the gateways of `yaml(up, cluster)` served in the test's process, up for
- * the `describe` block (or file) that calls it and stopped after it: the setup every live file
- * wrote by hand. `upstream` shapes the stub before the gateways start; `instances` of them
- * (1 by default) share one store; `cluster` starts a Redis Cluster of three nodes first.
+ * A stub upstream and the gateways of `yaml(up, cluster, redis)` served in the test's process,
+ * up for the `describe` block (or file) that calls it and stopped after it: the setup every live
+ * file wrote by hand. `upstream` shapes the stub before the gateways start; `instances` of them
+ * (1 by default) share one store; `cluster` starts a Redis Cluster of three nodes first, `redis`
+ * a Redis (startRedis) the block reads beside the gateway.
  */
 export function useLive(
-  yaml: (up: StubUpstream, cluster: TestCluster | undefined) => string,
+  yaml: (
+    up: StubUpstream,
+    cluster: TestCluster | undefined,
+    redis: TestRedis | undefined
+  ) => string,
   opts: {
     env?: NodeJS.ProcessEnv
     upstream?: (up: StubUpstream) => void
     instances?: number
     cluster?: boolean
+    redis?: boolean
   } = {}
 ): {
   readonly gw: Gateway
   readonly gws: readonly Gateway[]
   readonly up: StubUpstream
   readonly cluster: TestCluster
+  readonly redis: TestRedis
 } {
   let cluster: TestCluster | undefined
+  let redis: TestRedis | undefined
   let up: StubUpstream | undefined
   const gws: Gateway[] = []
   beforeAll(async () => {
     if (opts.cluster) cluster = await startCluster()
+    if (opts.redis) redis = await startRedis()
     up = await startStubUpstream()
     opts.upstream?.(up)
-    const text = yaml(up, cluster)
+    const text = yaml(up, cluster, redis)
     for (let i = 0; i < (opts.instances ?? 1); i++)
       gws.push(await startLive(text, { env: opts.env }))
   }, 60_000)
@@ -99,6 +109,7 @@ export function useLive(
     await Promise.all(gws.map((g) => g.stop()))
     await up?.close()
     await cluster?.stop()
+    await redis?.stop()
   })
   return {
     get gw() {
@@ -110,6 +121,9 @@ export function useLive(
     },
     get cluster() {
       return cluster!
+    },
+    get redis() {
+      return redis!
     },
   }
 }

@@ -9,7 +9,7 @@ import { testYaml, type Gateway } from '../../helpers/gateway-process.js'
 import { startLive, useLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
 import { freePort } from '../../helpers/ports.js'
-import { spawnRedisServer, startRedis, waitForPing, type TestRedis } from '../../helpers/redis.js'
+import { spawnRedisServer, waitForPing } from '../../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../../helpers/stub-upstream.js'
 import { holds as until } from '../../helpers/until.js'
 import { metricOf } from '../../helpers/metrics.js'
@@ -198,28 +198,17 @@ describe('finding 2: uploads that send no byte hold no server connection', () =>
 })
 
 describe('finding 3: nothing a stranger sends outlives its window', () => {
-  let redis: TestRedis
-  let up: StubUpstream
-  let gw: Gateway
-  let client: Redis
-  beforeAll(async () => {
-    redis = await startRedis()
-    up = await startStubUpstream()
-    client = new Redis(redis.url)
-    gw = await startLive(
+  const live = useLive(
+    (up, _cluster, redis) =>
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", prefix: "${redis.prefix}str:" }\nrate_limits: { base: 1000/min }`
+        `store: { url: "${redis!.url}", prefix: "${redis!.prefix}str:" }\nrate_limits: { base: 1000/min }`
       ),
-      { env: { BASEGATE_USAGE_FLUSH_MS: '200', BASEGATE_REPORT_FLUSH_MS: '200' } }
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    client?.disconnect()
-    await up?.close()
-    await redis?.stop()
-  })
+    { redis: true, env: { BASEGATE_USAGE_FLUSH_MS: '200', BASEGATE_REPORT_FLUSH_MS: '200' } }
+  )
+  let client: Redis
+  beforeAll(() => void (client = new Redis(live.redis.url)))
+  afterAll(() => client?.disconnect())
 
   /** The keys of this gateway that outlive an hour (no expiry, or one past an hour from now). */
   async function longLived(): Promise<string[]> {
@@ -229,7 +218,7 @@ describe('finding 3: nothing a stranger sends outlives its window', () => {
       const [next, found] = await client.scan(
         cursor,
         'MATCH',
-        `${redis.prefix}str:*`,
+        `${live.redis.prefix}str:*`,
         'COUNT',
         1000
       )
@@ -247,7 +236,7 @@ describe('finding 3: nothing a stranger sends outlives its window', () => {
     for (let i = from; i < from + n; i += 25)
       await Promise.all(
         Array.from({ length: 25 }, (_, j) =>
-          send(gw.port, {
+          send(live.gw.port, {
             path: `/api-gateway/api/v2/dtables/${hex(i + j)}-0d3b-4c59-9a51-3e2d7c8b9a10/rows/`,
           })
         )
@@ -258,7 +247,7 @@ describe('finding 3: nothing a stranger sends outlives its window', () => {
   async function othersToday(): Promise<number> {
     const month = new Date().toISOString().slice(0, 7)
     const day = new Date().toISOString().slice(8, 10)
-    return Number((await client.hget(`${redis.prefix}str:{u:o:base}:days:${month}`, day)) ?? 0)
+    return Number((await client.hget(`${live.redis.prefix}str:{u:o:base}:days:${month}`, day)) ?? 0)
   }
 
   it('1,000 one-off bases leave a constant number of long-lived store keys (their calls in one others count); 1,000 more add none', async () => {
@@ -270,7 +259,7 @@ describe('finding 3: nothing a stranger sends outlives its window', () => {
     await until(async () => (await othersToday()) >= 2000)
     expect(await longLived()).toEqual(first)
     // Their days are in the export as one others row, not 2,000 bases.
-    const csv = await (await fetch(`${gw.adminUrl}/v1/usage/export?format=csv`)).text()
+    const csv = await (await fetch(`${live.gw.adminUrl}/v1/usage/export?format=csv`)).text()
     const today = new Date().toISOString().slice(0, 10)
     expect(csv).toContain(`${today},others,base,,2000,0`)
     expect(csv.split('\n').filter((l) => l.split(',')[1] === 'base').length).toBe(0)
@@ -279,16 +268,16 @@ describe('finding 3: nothing a stranger sends outlives its window', () => {
   it('a base past usage.keep_after calls in a day is kept by name from that call on', async () => {
     const u = 'abcdef01-0d3b-4c59-9a51-3e2d7c8b9a10'
     for (let i = 0; i < 105; i++)
-      await send(gw.port, { path: `/api-gateway/api/v2/dtables/${u}/rows/` })
+      await send(live.gw.port, { path: `/api-gateway/api/v2/dtables/${u}/rows/` })
     const today = new Date().toISOString().slice(0, 10)
     await until(async () => {
       const h = await (
-        await fetch(`${gw.adminUrl}/v1/usage/history?base=${u}&from=${today}`)
+        await fetch(`${live.gw.adminUrl}/v1/usage/history?base=${u}&from=${today}`)
       ).json()
       return (h as { days: { calls: number }[] }).days.at(-1)!.calls >= 6
     })
     const h = (await (
-      await fetch(`${gw.adminUrl}/v1/usage/history?base=${u}&from=${today}`)
+      await fetch(`${live.gw.adminUrl}/v1/usage/history?base=${u}&from=${today}`)
     ).json()) as {
       days: { calls: number }[]
     }
@@ -548,29 +537,19 @@ describe('finding 8 and issue #46 item 10: what the gateway reads and says stays
 })
 
 describe('finding 9: the export streams whatever the number of bases', () => {
-  let redis: TestRedis
-  let up: StubUpstream
-  let gw: Gateway
-  beforeAll(async () => {
-    redis = await startRedis()
-    up = await startStubUpstream()
-    gw = await startLive(
+  const live = useLive(
+    (up, _cluster, redis) =>
       testYaml(
         up.url,
-        `store: { url: "${redis.url}", prefix: "${redis.prefix}exp:" }\nmonthly:\n  plans: { p: { calls: 100 } }\n  teams: [ { id: "=cmd|' /C calc'!A0", plan: p, bases: ["6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10"] } ]`
-      )
-    )
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    await up?.close()
-    await redis?.stop()
-  })
+        `store: { url: "${redis!.url}", prefix: "${redis!.prefix}exp:" }\nmonthly:\n  plans: { p: { calls: 100 } }\n  teams: [ { id: "=cmd|' /C calc'!A0", plan: p, bases: ["6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10"] } ]`
+      ),
+    { redis: true }
+  )
 
   it('100,001 bases of a month: one answer, every base a row; a cell a spreadsheet would run starts with a quote', async () => {
-    const client = new Redis(redis.url)
+    const client = new Redis(live.redis.url)
     try {
-      const store = new RedisUsageStore(client, `${redis.prefix}exp:`)
+      const store = new RedisUsageStore(client, `${live.redis.prefix}exp:`)
       const now = new Date()
       const day = now.toISOString().slice(0, 10)
       const monthEndMs = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)
@@ -580,14 +559,14 @@ describe('finding 9: the export streams whatever the number of bases', () => {
     } finally {
       client.disconnect()
     }
-    await send(gw.port, {
+    await send(live.gw.port, {
       path: '/api-gateway/api/v2/dtables/6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10/rows/',
       headers: { 'x-request-id': 'export-100001' },
     })
     // A call is counted before its line is written, and an export writes out what was counted
     // first: once the line is there, one export holds the call.
-    await gw.waitForLog((l) => l.request_id === 'export-100001')
-    const r = await fetch(`${gw.adminUrl}/v1/usage/export?format=csv`)
+    await live.gw.waitForLog((l) => l.request_id === 'export-100001')
+    const r = await fetch(`${live.gw.adminUrl}/v1/usage/export?format=csv`)
     expect(r.status).toBe(200)
     const text = await r.text()
     const lines = text.trim().split('\n')
@@ -597,7 +576,7 @@ describe('finding 9: the export streams whatever the number of bases', () => {
     expect(bases.filter((l) => !l.includes('6f1c2a4e-')).length).toBe(100_001)
     // The team's id begins with =: written with a leading quote (OWASP), quoted for its comma-free text.
     expect(text).toContain(",team,'=cmd")
-    const json = (await (await fetch(`${gw.adminUrl}/v1/usage/export`)).json()) as {
+    const json = (await (await fetch(`${live.gw.adminUrl}/v1/usage/export`)).json()) as {
       rows: unknown[]
     }
     expect(json.rows.length).toBeGreaterThanOrEqual(100_001)
