@@ -517,75 +517,81 @@ async function checkCosts(): Promise<string[]> {
 }
 
 /**
- * A build's check script and its arguments for one window at `now`: lua/check.lua on its
- * prelude (issue #21), or the single sliding-window.lua of 0.4.0 and before (0.4.0 added a
- * sixth argument per window, the lease asked for).
+ * A build's check script as it registers it (its redis-store.js's CHECK) and the arguments it
+ * sends for one plain window: the short form where the build has one (check-short.lua, 0.7.6),
+ * else the long form of 0.7.x. Null for a build older than that export.
  */
-function checkScriptOf(limiterDir: string): { text: string; args: (now: number) => number[] } {
-  const split = join(limiterDir, 'lua/check.lua')
+async function checkScriptOf(
+  limiterDir: string
+): Promise<{ text: string; args: (string | number)[] } | null> {
+  const mod = (await import(join(limiterDir, 'redis-store.js'))) as { CHECK?: string }
+  if (typeof mod.CHECK !== 'string') return null
+  let short = true
   try {
-    const text =
-      readFileSync(join(limiterDir, 'lua/prelude.lua'), 'utf8') + readFileSync(split, 'utf8')
-    return { text, args: (now) => [50, 0, 0, now, 10_000_000, 60_000, 0, 0, 0, 0] }
+    readFileSync(join(limiterDir, 'lua/check-short.lua'))
   } catch {
-    const text = readFileSync(join(limiterDir, 'sliding-window.lua'), 'utf8')
-    const window = text.includes('(#ARGV - 5) / 6')
-      ? [10_000_000, 60_000, 0, 0, 0, 0]
-      : [10_000_000, 60_000, 0, 0, 0]
-    return { text, args: (now) => [50, 1, 0, 0, now, ...window] }
+    short = false
   }
+  const args = short
+    ? [50, 0, 10_000_000, 60_000]
+    : [50, 0, 0, 0, 10_000_000, 60_000, 0, 0, 0, 0, '', 0]
+  return { text: mod.CHECK, args }
 }
 
-/** Redis time (commandstats) of one EVALSHA of a build's check script, for a key of `live` buckets. */
-async function scriptUs(redis: Redis, limiterDir: string, live: number): Promise<number> {
-  const script = checkScriptOf(limiterDir)
+/**
+ * Redis time (commandstats) of one EVALSHA of a build's check script: on keys seen for the
+ * first time (the bucket opens: a write and an expiry), or on one key whose bucket is open
+ * (the steady state of a busy key). Null when the build has no script to measure this way.
+ */
+async function scriptUs(redis: Redis, limiterDir: string, fresh: boolean): Promise<number | null> {
+  const script = await checkScriptOf(limiterDir)
+  if (script === null) return null
   const sha = (await redis.script('LOAD', script.text)) as string
-  const key = `bench-script:{b:${limiterDir.length}-${live}-${Math.random()}}`
-  const bucketMs = 60_000 / 50
-  const t0 = Math.floor(Date.now() / bucketMs) * bucketMs + 100
-  const call = (now: number) => redis.evalsha(sha, 1, key, ...script.args(now))
-  // The script itself fills the buckets (so the key has its layout's own fields), one per bucket.
-  for (let b = 0; b < live; b++) await call(t0 + b * bucketMs)
-  const now = t0 + (live - 1) * bucketMs + 1
+  const base = `bench-script:{b:${limiterDir.length}-${Math.random()}}`
+  let n = 0
+  const call = () => redis.evalsha(sha, 1, fresh ? `${base}:${n++}` : base, ...script.args)
+  await call()
   const stat = async () => {
     const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await redis.info('commandstats'))!
     return [Number(m[1]), Number(m[2])]
   }
   const [c0, u0] = await stat()
-  for (let i = 0; i < 40; i++) await Promise.all(Array.from({ length: 50 }, () => call(now)))
+  for (let i = 0; i < 40; i++) await Promise.all(Array.from({ length: 50 }, () => call()))
   const [c1, u1] = await stat()
-  await redis.del(key)
+  const left = await redis.keys(`${base}*`)
+  for (let i = 0; i < left.length; i += 500) await redis.del(...left.slice(i, i + 500))
   return (u1! - u0!) / (c1! - c0!)
 }
 
 /**
- * Issue #14: the window script's own Redis time on a quiet machine, by how many buckets the key
- * holds (steady traffic fills all 50; the scenarios above rotate keys through short rounds, so
- * theirs hold a handful), for this build and, with BENCH_BASELINE, the older one.
+ * Issue #14: the check script's own Redis time on a quiet machine, as the gateway sends it for
+ * one plain window, for this build and, with BENCH_BASELINE, the older one.
  */
 async function scriptCosts(redis: Redis): Promise<string[]> {
   const files: [string, string][] = [['basegate', join(DIST, 'src/limiter')]]
   const baseline = process.env.BENCH_BASELINE
   if (baseline) files.push(['basegate-baseline', join(dirname(baseline), 'limiter')])
   const out = [
-    `## the window script in Redis (µs of Redis time a call, 2,000 calls, nothing else running; medians of ${ROUNDS} interleaved rounds)`,
+    `## the check script in Redis (µs of Redis time a call, one plain window sent as the build sends it, 2,000 calls, nothing else running; medians of ${ROUNDS} interleaved rounds)`,
     '',
-    '| script | 1 live bucket | 10 live buckets | 50 live buckets |',
-    '| --- | ---: | ---: | ---: |',
+    '| script | a new key (the bucket opens) | a busy key (its bucket open) |',
+    '| --- | ---: | ---: |',
   ]
   // Interleaved, the order turned each round: measured in a fixed order, whichever script ran
   // first read several µs slower (a warming Redis), which looked like a difference of scripts.
-  const samples = files.map(() => [[], [], []] as number[][])
+  const samples = files.map(() => [[], []] as number[][])
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [l, live] of [1, 10, 50].entries()) {
+    for (const [l, fresh] of [true, false].entries()) {
       for (let k = 0; k < files.length; k++) {
         const f = (k + round) % files.length
-        samples[f]![l]!.push(await scriptUs(redis, files[f]![1], live))
+        const us = await scriptUs(redis, files[f]![1], fresh)
+        if (us !== null) samples[f]![l]!.push(us)
       }
     }
   }
   files.forEach(([name], f) => {
-    out.push(`| ${name} | ${samples[f]!.map((s) => median(s).toFixed(1)).join(' | ')} |`)
+    const cells = samples[f]!.map((s) => (s.length > 0 ? median(s).toFixed(1) : '—'))
+    out.push(`| ${name} | ${cells.join(' | ')} |`)
   })
   return out
 }

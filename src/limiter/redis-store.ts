@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { scriptBeside, type Shared } from './script.js'
+import { scriptBeside, type Part } from './script.js'
 import type { Cluster, Redis } from 'ioredis'
 import {
   BUCKETS_PER_WINDOW,
@@ -27,11 +27,14 @@ import { TurnBatch } from './turn-batch.js'
 /** SPEC §5: days are kept 400 days (a ledger: past its month's end). */
 export const LEDGER_KEEP_DAYS = 400
 
-const lua = (name: string, uses: readonly Shared[] = []) =>
+const lua = (name: string, uses: readonly Part[] = []) =>
   scriptBeside(new URL('./lua/', import.meta.url).href, name, uses)
-/** One script per purpose, each after the shared parts it uses (fastify-rate-limit's `{ increment, read }`). */
-export const CHECK = lua('check', ['prelude', 'ledger'])
-const GIVE_BACK = lua('give-back', ['prelude', 'ledger'])
+/**
+ * One script per purpose, each after the shared parts it uses (fastify-rate-limit's `{ increment, read }`).
+ * The check answers its commonest call (check-short.lua) after the clock and before the rest.
+ */
+export const CHECK = lua('check', ['clock', { own: 'check-short' }, 'prelude', 'ledger'])
+const GIVE_BACK = lua('give-back', ['clock', 'prelude', 'ledger'])
 /** SPEC §5: a credit kept as an entry, and the team's late calls written once per batch. */
 const CREDIT = lua('credit', ['ledger'])
 const LEDGER_ADD = lua('ledger-add', ['once', 'ledger'])
@@ -50,8 +53,11 @@ function keyIndex(names: string[], key: string, from: number): number {
   return (j === -1 ? names.push(key) - 1 : j) + 1
 }
 
-/** check.lua's argument that holds the deadline (see check()). */
+/** check.lua's argument that holds the deadline (see check()): the long form's and the short form's (check-short.lua). */
 const DEADLINE_ARG = 2
+const SHORT_DEADLINE_ARG = 1
+/** No deadline to write (a peek, a clock without deadlines). */
+const NO_DEADLINE = -1
 
 /** The clock check.lua buckets on: its script, the arguments it takes after the windows', and whether deadlines apply. */
 export interface CheckClock {
@@ -60,6 +66,8 @@ export interface CheckClock {
   lua: string
   args(nowMs: number): readonly number[]
   deadlines: boolean
+  /** Whether its script takes a plain window's check in the short form (check-short.lua). */
+  short: boolean
 }
 const NO_ARGS: readonly number[] = []
 const STORE_CLOCK: CheckClock = {
@@ -67,14 +75,15 @@ const STORE_CLOCK: CheckClock = {
   lua: CHECK,
   args: () => NO_ARGS,
   deadlines: true,
+  short: true,
 }
 
 /** A check-script call waiting for the end of its turn (see writeChecks). */
 interface QueuedCheck {
   keys: string[]
   argv: (string | number)[]
-  /** Whether argv[DEADLINE_ARG] gets the store-clock deadline when the call is written. */
-  deadline: boolean
+  /** The argument that gets the store-clock deadline when the call is written, or NO_DEADLINE. */
+  deadlineArg: number
   resolve(answer: Written): void
   reject(err: unknown): void
 }
@@ -98,6 +107,15 @@ export interface RedisStoreOptions {
 
 /** The script's answers per window (used, resetAt, retryAt, limit, charged). */
 const ANSWERS_PER_WINDOW = 5
+/** check-short.lua's answer's length: { 1, storeNow, used, resetAt } (the long form's is 8 or more, a passed deadline's 3). */
+const SHORT_ANSWER = 4
+
+/** A plain check's keys and arguments, built once per windows (plainCheck). */
+interface PlainCheck {
+  keys: string[]
+  argv: (string | number)[]
+  deadlineArg: number
+}
 
 /**
  * Counters in Redis: one EVALSHA per request for all its windows (ioredis defineCommand sends
@@ -239,24 +257,25 @@ export class RedisStore implements LimiterStore {
 
   /**
    * The keys and arguments of a charging check of windows with no month and no lease (the same
-   * windows of the same path: the classifier hands the same array), built once per array.
+   * windows of the same path: the classifier hands the same array), built once per array. One
+   * window that is not a dry-run rule goes in the short form (check-short.lua: 4 arguments, not
+   * 12; answered before the script makes its functions), the rest in the long form.
    */
-  private readonly plainChecks = new WeakMap<
-    readonly Charge[],
-    { keys: string[]; argv: (string | number)[] } | null
-  >()
-  private plainCheck(
-    charges: readonly Charge[]
-  ): { keys: string[]; argv: (string | number)[] } | null {
+  private readonly plainChecks = new WeakMap<readonly Charge[], PlainCheck | null>()
+  private plainCheck(charges: readonly Charge[]): PlainCheck | null {
     let p = this.plainChecks.get(charges)
     if (p !== undefined) return p
+    const dryRun = (c: Charge) => c.kind === 'rule' && c.dryRun
     if (charges.some((c) => c.kind === 'monthly')) p = null
-    else {
+    else if (charges.length === 1 && !dryRun(charges[0]!) && this.checkClock().short) {
+      const c = charges[0]!
+      const argv = [BUCKETS_PER_WINDOW, 0, c.limit, windowMsOf(c)]
+      p = { keys: [this.opts.prefix + c.key], argv, deadlineArg: SHORT_DEADLINE_ARG }
+    } else {
       const keys = charges.map((c) => this.opts.prefix + c.key)
       const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 0, 0, 0]
-      for (const c of charges)
-        argv.push(c.limit, windowMsOf(c), 0, 0, c.kind === 'rule' && c.dryRun ? 1 : 0, 0, '', 0)
-      p = { keys, argv }
+      for (const c of charges) argv.push(c.limit, windowMsOf(c), 0, 0, dryRun(c) ? 1 : 0, 0, '', 0)
+      p = { keys, argv, deadlineArg: DEADLINE_ARG }
     }
     this.plainChecks.set(charges, p)
     return p
@@ -339,11 +358,13 @@ export class RedisStore implements LimiterStore {
     let keys: string[]
     let argv: (string | number)[]
     let tag: CheckTag | undefined
+    let deadlineArg = deadline ? DEADLINE_ARG : NO_DEADLINE
     const plain = opts.asks === undefined && !opts.peek ? this.plainCheck(charges) : null
     if (plain !== null) {
       // SPEC §12: the arguments of the same windows are built once (a copy per call).
       keys = plain.keys
       argv = plain.argv.slice()
+      if (deadline) deadlineArg = plain.deadlineArg
     } else {
       const k = this.keysOf(charges, !opts.peek)
       // A charging check with a month is tagged: check.lua notes the tag where it charged, so
@@ -364,13 +385,20 @@ export class RedisStore implements LimiterStore {
     for (const a of clock.args(nowMs)) argv.push(a)
     let written: Written
     try {
-      written = await this.runCheck(keys, argv, deadline)
+      written = await this.runCheck(keys, argv, deadlineArg)
     } catch (err) {
       if (tag !== undefined && err instanceof StoreError)
         throw new StoreError(err.message, { cause: err.cause ?? err, inDoubt: tag })
       throw err
     }
     const { raw } = written
+    if (raw.length === SHORT_ANSWER) {
+      // check-short.lua's answer: admitted, one charged, under the caller's limit.
+      const storeNow = raw[1]!
+      this.learnOffset(storeNow)
+      const w = toWindowState(raw[2]!, raw[3]!, 0, storeNow, charges[0]!.limit)
+      return { allowed: true, windows: [w], nowMs: storeNow, storeMs: storeNow }
+    }
     const decisionNow = raw[1]!
     const storeNow = raw[2]!
     this.learnOffset(storeNow)
@@ -389,14 +417,18 @@ export class RedisStore implements LimiterStore {
    * check.lua, written with the other checks of this turn as one write (writeChecks). On a
    * Cluster a call goes alone and at once: a batch must stay within one slot.
    */
-  private runCheck(keys: string[], argv: (string | number)[], deadline: boolean): Promise<Written> {
+  private runCheck(
+    keys: string[],
+    argv: (string | number)[],
+    deadlineArg: number
+  ): Promise<Written> {
     if (this.opts.cluster) {
       const sentMs = this.clock.now()
-      if (deadline) argv[DEADLINE_ARG] = this.deadlineAt(sentMs)
+      if (deadlineArg !== NO_DEADLINE) argv[deadlineArg] = this.deadlineAt(sentMs)
       return this.call(this.checkClock().command, keys, argv).then((raw) => ({ raw, sentMs }))
     }
     return new Promise((resolve, reject) =>
-      this.checks.add({ keys, argv, deadline, resolve, reject })
+      this.checks.add({ keys, argv, deadlineArg, resolve, reject })
     )
   }
 
@@ -436,7 +468,7 @@ export class RedisStore implements LimiterStore {
     }
     try {
       for (const c of calls) {
-        if (c.deadline) c.argv[DEADLINE_ARG] = deadline
+        if (c.deadlineArg !== NO_DEADLINE) c.argv[c.deadlineArg] = deadline
         script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
           (raw) => {
             c.resolve({ raw, sentMs })

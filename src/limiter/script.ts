@@ -2,11 +2,15 @@ import { readFileSync } from 'node:fs'
 
 /**
  * What several scripts share, each rule written once (issue #48), prepended by name:
- * `prelude` the windows' layout and the store's clock (check, give-back), `ledger` a team's
- * month and the ring of checks (check, give-back, credit, ledger-add), `once` once per batch
- * (every script that writes a recorder's batch). They live in `limiter/lua/`.
+ * `clock` the store's clock (check, give-back), `prelude` the windows' layout (check,
+ * give-back), `ledger` a team's month and the ring of checks (check, give-back, credit,
+ * ledger-add), `once` once per batch (every script that writes a recorder's batch). They live
+ * in `limiter/lua/`.
  */
-export type Shared = 'prelude' | 'ledger' | 'once'
+export type Shared = 'clock' | 'prelude' | 'ledger' | 'once'
+
+/** A part of a script's own, read beside it and placed among the shared parts (`{ own: name }`). */
+export type Part = Shared | { own: string }
 
 const shared = (name: Shared) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8')
 
@@ -17,11 +21,10 @@ const shared = (name: Shared) => readFileSync(new URL(`./lua/${name}.lua`, impor
  * script, so no room reaches into another's files. The build copies every `.lua` of src/ to
  * the same place under dist/src/.
  */
-export function scriptBeside(
-  moduleUrl: string,
-  name: string,
-  uses: readonly Shared[] = []
-): string {
-  const own = readFileSync(new URL(`./${name}.lua`, moduleUrl), 'utf8')
-  return [...uses.map(shared), own].join('\n')
+export function scriptBeside(moduleUrl: string, name: string, uses: readonly Part[] = []): string {
+  const beside = (file: string) => readFileSync(new URL(`./${file}.lua`, moduleUrl), 'utf8')
+  return [
+    ...uses.map((p) => (typeof p === 'string' ? shared(p) : beside(p.own))),
+    beside(name),
+  ].join('\n')
 }

@@ -15,14 +15,15 @@ import {
  */
 const CALLER_CHECK = swap(
   swap(CHECK, 'local now = storeNow\n', 'local now = tonumber(ARGV[#ARGV])\n'),
-  'local n = (#ARGV - FIRST + 1) / PER_WINDOW\n',
-  'local n = (#ARGV - FIRST) / PER_WINDOW\n'
+  'local n = (#A - FIRST + 1) / PER_WINDOW\n',
+  'local n = (#A - FIRST) / PER_WINDOW\n'
 )
 const CALLER_CLOCK: CheckClock = {
   command: 'basegateCheckCallerClock',
   lua: CALLER_CHECK,
   args: (nowMs) => [nowMs],
   deadlines: false,
+  short: false,
 }
 
 function swap(text: string, from: string, to: string): string {

@@ -1,6 +1,8 @@
 -- Check and charge every window of one request, all or nothing (SPEC §3, §5); or, with peek,
 -- read them changing nothing.
 --
+-- The long form (a check of one plain window may come in the short form: check-short.lua,
+-- which runs first and answers its commonest case):
 -- KEYS[1..n]            the windows' keys; KEYS[n+1..] team quota keys and ledger rings
 -- ARGV[1]  buckets      buckets per sliding window (BUCKETS_PER_WINDOW in types.ts)
 -- ARGV[2]  peek         1: read only (charge and delete nothing); 0: check and charge
@@ -23,15 +25,18 @@
 -- (calendar: the end); retryAt (windows over their limit only, else 0) is when a call would
 -- fit again; limit is the limit applied; charged is what this call added (a lease: its share).
 
-local buckets = tonumber(ARGV[1])
-local peek = ARGV[2] == '1'
-local deadline = tonumber(ARGV[3])
-local tag = tonumber(ARGV[4])
+-- A short form check-short.lua did not answer goes on in the long form.
+local A = ARGV
+if short then A = { ARGV[1], '0', ARGV[2], '0', ARGV[3], ARGV[4], '0', '0', '0', '0', '', '0' } end
+local buckets = tonumber(A[1])
+local peek = A[2] == '1'
+local deadline = tonumber(A[3])
+local tag = tonumber(A[4])
 local FIRST = 5
 local PER_WINDOW = 8
 -- SPEC §5: a ledger (and its days) is kept this long past its month's end.
 local KEEP_MS = 400 * 86400000
-local n = (#ARGV - FIRST + 1) / PER_WINDOW
+local n = (#A - FIRST + 1) / PER_WINDOW
 local now = storeNow
 
 if not peek and deadline > 0 and storeNow > deadline then
@@ -51,17 +56,15 @@ local function chargeBucket(key, bucket, held, used, c, oldest, windowMs, bucket
   if held == 0 then redis.call('PEXPIRE', key, field(windowMs + 2 * bucketMs)) end
 end
 
--- SPEC §12, the commonest calls in one read and one write: one sliding window charged one call
--- (no team quota, no dry-run rule, no lease) and under its limit, its key new or every counted
--- bucket still in the window. They are answered as the general path below would answer them,
--- without its tables per window (a third of the script's time, measured in Redis). Anything
--- else goes on there with the read made here (`head1`).
-local head1 = nil
-if n == 1 and not peek and tonumber(ARGV[FIRST + 3]) == 0 and ARGV[FIRST + 4] ~= '1'
-    and tonumber(ARGV[FIRST + 5]) <= 1 then
-  local windowMs = tonumber(ARGV[FIRST + 1])
+-- SPEC §12, the same calls sent in the long form (a lease's call of one window) in one read and
+-- one write: answered as the general path below would answer them, without its tables per
+-- window (a third of the script's time, measured in Redis). Anything else goes on there with
+-- the read made here or in check-short.lua (`head1`).
+if head1 == nil and n == 1 and not peek and tonumber(A[FIRST + 3]) == 0 and A[FIRST + 4] ~= '1'
+    and tonumber(A[FIRST + 5]) <= 1 then
+  local windowMs = tonumber(A[FIRST + 1])
   if windowMs > 0 then
-    local limit = tonumber(ARGV[FIRST])
+    local limit = tonumber(A[FIRST])
     local bucketMs = windowMs / buckets
     local cur = math.floor(now / bucketMs)
     local curField = field(cur)
@@ -155,11 +158,11 @@ local allowed = 1
 for i = 1, n do
   local key = KEYS[i]
   local at = FIRST + PER_WINDOW * (i - 1)
-  local limit = tonumber(ARGV[at])
-  local windowMs = tonumber(ARGV[at + 1])
-  local endMs = tonumber(ARGV[at + 2])
-  local quotaIndex = tonumber(ARGV[at + 3])
-  local shadow = ARGV[at + 4] == '1'
+  local limit = tonumber(A[at])
+  local windowMs = tonumber(A[at + 1])
+  local endMs = tonumber(A[at + 2])
+  local quotaIndex = tonumber(A[at + 3])
+  local shadow = A[at + 4] == '1'
   if quotaIndex > 0 then
     local q = redis.call('HGET', KEYS[quotaIndex], 'quota')
     if q then limit = tonumber(q) end
@@ -216,8 +219,8 @@ if allowed == 1 and not peek then
   for i = 1, n do
     if not shadowOver[i] then
       local at = FIRST + PER_WINDOW * (i - 1)
-      local windowMs = tonumber(ARGV[at + 1])
-      local ask = tonumber(ARGV[at + 5])
+      local windowMs = tonumber(A[at + 1])
+      local ask = tonumber(A[at + 5])
       local c = 1
       -- A lease keeps the window at or under half its limit: past that, every call is checked
       -- here, one by one, so an unused share never stands in the way of a call near the limit.
@@ -226,12 +229,12 @@ if allowed == 1 and not peek then
       if windowMs == 0 then
         -- SPEC §5 "One ledger": the month and its day together, the check's tag noted, the
         -- quota in force.
-        addToMonth(KEYS[i], ARGV[at + 6], 1)
-        local ring = tonumber(ARGV[at + 7])
+        addToMonth(KEYS[i], A[at + 6], 1)
+        local ring = tonumber(A[at + 7])
         if ring > 0 then noteCheck(KEYS[ring], tag) end
         -- The quota in force, written when it changed; the expiry set when the month began.
         if tonumber(quotas[i]) ~= limits[i] then redis.call('HSET', KEYS[i], 'q', limits[i]) end
-        if used[i] == 0 then redis.call('PEXPIREAT', KEYS[i], tonumber(ARGV[at + 2]) + KEEP_MS) end
+        if used[i] == 0 then redis.call('PEXPIREAT', KEYS[i], tonumber(A[at + 2]) + KEEP_MS) end
       else
         local bucketMs = windowMs / buckets
         local bucket = field(current[i])

@@ -1,5 +1,6 @@
--- The window layout both scripts share (SPEC §3, §5); each script is this prelude followed by
--- its own program (limiter/redis-store.ts joins them before registering).
+-- The window layout both scripts share (SPEC §3, §5); each script is the store's clock
+-- (clock.lua), this prelude and its own program (limiter/redis-store.ts joins them before
+-- registering; the check answers its commonest call between the clock and this).
 --
 -- Sliding windows (windowMs > 0): the key is a hash of buckets, field = bucket index
 -- (floor(ms / bucketMs)), value = calls admitted in it. bucketMs = windowMs / buckets, so a
@@ -16,11 +17,6 @@
 -- month, a hash: `used` (the month's count), `d<DD>` (its calls per day), `c<DD>` (credited
 -- per day), `q` (the quota in force at the last charge), `s:<process>` (late batches applied).
 --
--- The clock is the store's own (TIME): every instance sharing this store buckets its calls on
--- one clock, however late its request reached Redis (SPEC §3's bound is across instances).
-
-local t = redis.call('TIME')
-local storeNow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- A bucket's field name. Lua formats a number it hands to Redis with "%.14g" (the C library's
 -- floating-point printer: a microsecond or more for a ten-digit index); "%d" is an integer's.
