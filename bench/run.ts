@@ -519,23 +519,32 @@ async function checkCosts(): Promise<string[]> {
 /**
  * A build's check script as it registers it (its redis-store.js's CHECK) and the arguments it
  * sends for one plain window: the short form where the build has one (check-short.lua, 0.7.6),
- * else the long form of 0.7.x. Null for a build older than that export.
+ * else the long form of its own layout (check.lua's FIRST and PER_WINDOW: 3 + 7 in 0.6.0, 4 + 8
+ * in 0.7.x). Null for a build older than that export.
  */
 async function checkScriptOf(
   limiterDir: string
 ): Promise<{ text: string; args: (string | number)[] } | null> {
   const mod = (await import(join(limiterDir, 'redis-store.js'))) as { CHECK?: string }
   if (typeof mod.CHECK !== 'string') return null
-  let short = true
-  try {
-    readFileSync(join(limiterDir, 'lua/check-short.lua'))
-  } catch {
-    short = false
+  const has = (file: string) => {
+    try {
+      return readFileSync(join(limiterDir, 'lua', file), 'utf8')
+    } catch {
+      return null
+    }
   }
-  const args = short
-    ? [50, 0, 10_000_000, 60_000]
-    : [50, 0, 0, 0, 10_000_000, 60_000, 0, 0, 0, 0, '', 0]
-  return { text: mod.CHECK, args }
+  if (has('check-short.lua') !== null) return { text: mod.CHECK, args: [50, 0, 10_000_000, 60_000] }
+  const check = has('check.lua') ?? ''
+  const first = Number(/local FIRST = (\d+)/.exec(check)?.[1])
+  const per = Number(/local PER_WINDOW = (\d+)/.exec(check)?.[1])
+  if (!(first >= 4 && per >= 7)) return null
+  // buckets, peek 0, deadline 0 (and the tag 0 from 0.7.0), then limit, window, and zeros, the
+  // day '' (the seventh of a window's arguments).
+  const window = Array.from({ length: per }, (_, i) => (i === 6 ? '' : 0)) as (string | number)[]
+  window[0] = 10_000_000
+  window[1] = 60_000
+  return { text: mod.CHECK, args: [50, ...Array(first - 2).fill(0), ...window] }
 }
 
 /**
