@@ -8,7 +8,12 @@ import { reapWithTest } from '../helpers/reap.js'
 // Issue #15's latency claim, out of `npm test` (issue #42: a timed assertion belongs where the
 // machine is not also running the rest of the suite): while ten 16 MiB bodies are counted and
 // held, other calls are answered within 250 ms at the median and 1 s at worst (it waited 1.8 s
-// before issue #15, when a body was parsed whole). Run by .ci/load, alone.
+// before issue #15, when a body was parsed whole). The calls timed are ones the gateway answers
+// itself (a key over its limit: a 429 from the over-limit cache), so their time is the
+// gateway's alone: the stub server reads the 160 MiB too, and on a slow machine its answer to a
+// forwarded call waits behind them for a second or two (0.7.6, a machine 4× slower than usual:
+// `upstream_ms` 855–1,168 of forwarded probes that took 857–1,169), which says nothing of the
+// gateway. Run by .ci/load, alone.
 
 const U = '6f1c2a4e-0d3b-4c59-9a51-3e2d7c8b9a10'
 const rowsPath = `/api-gateway/api/v2/dtables/${U}/rows/`
@@ -71,7 +76,7 @@ describe('other calls while ten 16 MiB bodies are held (issue #15)', () => {
       up.stdout!.once('data', (d: Buffer) => resolve(JSON.parse(String(d)).listening as number))
     )
     gw = await startGateway(
-      testYaml(`http://127.0.0.1:${port}`, 'rate_limits: { base: unlimited }')
+      testYaml(`http://127.0.0.1:${port}`, 'rate_limits: { base: unlimited, account: 1/min }')
     )
   })
   afterAll(async () => {
@@ -80,12 +85,15 @@ describe('other calls while ten 16 MiB bodies are held (issue #15)', () => {
   })
 
   it('are answered within 250 ms at the median, 1 s at worst', async () => {
+    // The account's one call a minute, spent: every probe after it is the gateway's own 429.
+    expect((await send(gw.port, { path: '/api/v2.1/user/' })).status).toBe(200)
     const latencies: number[] = []
+    const probeStatuses = new Set<number>()
     let running = true
     const probe = (async () => {
       while (running) {
         const t0 = performance.now()
-        await send(gw.port, { path: `/api-gateway/api/v2/dtables/${U}/metadata/` })
+        probeStatuses.add((await send(gw.port, { path: '/api/v2.1/user/' })).status)
         latencies.push(performance.now() - t0)
         await new Promise((r) => setTimeout(r, 20))
       }
@@ -94,6 +102,7 @@ describe('other calls while ten 16 MiB bodies are held (issue #15)', () => {
     running = false
     await probe
     expect(statuses).toEqual(Array(10).fill(200))
+    expect([...probeStatuses]).toEqual([429])
     latencies.sort((a, b) => a - b)
     const median = latencies[Math.floor(latencies.length / 2)]!
     console.log(
