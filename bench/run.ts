@@ -534,7 +534,7 @@ async function checkScriptOf(
       return null
     }
   }
-  if (has('check-short.lua') !== null) return { text: mod.CHECK, args: [50, 0, 10_000_000, 60_000] }
+  if (has('check-short.lua') !== null) return { text: mod.CHECK, args: [50, 10_000_000, 0, 60_000] }
   const check = has('check.lua') ?? ''
   const first = Number(/local FIRST = (\d+)/.exec(check)?.[1])
   const per = Number(/local PER_WINDOW = (\d+)/.exec(check)?.[1])

@@ -53,11 +53,8 @@ function keyIndex(names: string[], key: string, from: number): number {
   return (j === -1 ? names.push(key) - 1 : j) + 1
 }
 
-/** check.lua's argument that holds the deadline (see check()): the long form's and the short form's (check-short.lua). */
+/** check.lua's argument that holds the deadline (see check()), in the long form and the short (check-short.lua). */
 const DEADLINE_ARG = 2
-const SHORT_DEADLINE_ARG = 1
-/** No deadline to write (a peek, a clock without deadlines). */
-const NO_DEADLINE = -1
 
 /** The clock check.lua buckets on: its script, the arguments it takes after the windows', and whether deadlines apply. */
 export interface CheckClock {
@@ -66,8 +63,6 @@ export interface CheckClock {
   lua: string
   args(nowMs: number): readonly number[]
   deadlines: boolean
-  /** Whether its script takes a plain window's check in the short form (check-short.lua). */
-  short: boolean
 }
 const NO_ARGS: readonly number[] = []
 const STORE_CLOCK: CheckClock = {
@@ -75,15 +70,14 @@ const STORE_CLOCK: CheckClock = {
   lua: CHECK,
   args: () => NO_ARGS,
   deadlines: true,
-  short: true,
 }
 
 /** A check-script call waiting for the end of its turn (see writeChecks). */
 interface QueuedCheck {
   keys: string[]
   argv: (string | number)[]
-  /** The argument that gets the store-clock deadline when the call is written, or NO_DEADLINE. */
-  deadlineArg: number
+  /** Whether argv[DEADLINE_ARG] gets the store-clock deadline when the call is written. */
+  deadline: boolean
   resolve(answer: Written): void
   reject(err: unknown): void
 }
@@ -114,7 +108,6 @@ const SHORT_ANSWER = 4
 interface PlainCheck {
   keys: string[]
   argv: (string | number)[]
-  deadlineArg: number
 }
 
 /**
@@ -259,7 +252,8 @@ export class RedisStore implements LimiterStore {
    * The keys and arguments of a charging check of windows with no month and no lease (the same
    * windows of the same path: the classifier hands the same array), built once per array. One
    * window that is not a dry-run rule goes in the short form (check-short.lua: 4 arguments, not
-   * 12; answered before the script makes its functions), the rest in the long form.
+   * 12; answered before the script makes its functions), the rest in the long form. The short
+   * form is exactly 4 arguments, so a clock that adds its own (a test's) takes the long form.
    */
   private readonly plainChecks = new WeakMap<readonly Charge[], PlainCheck | null>()
   private plainCheck(charges: readonly Charge[]): PlainCheck | null {
@@ -267,15 +261,22 @@ export class RedisStore implements LimiterStore {
     if (p !== undefined) return p
     const dryRun = (c: Charge) => c.kind === 'rule' && c.dryRun
     if (charges.some((c) => c.kind === 'monthly')) p = null
-    else if (charges.length === 1 && !dryRun(charges[0]!) && this.checkClock().short) {
+    else if (
+      charges.length === 1 &&
+      !dryRun(charges[0]!) &&
+      this.checkClock().args(0).length === 0
+    ) {
       const c = charges[0]!
-      const argv = [BUCKETS_PER_WINDOW, 0, c.limit, windowMsOf(c)]
-      p = { keys: [this.opts.prefix + c.key], argv, deadlineArg: SHORT_DEADLINE_ARG }
+      // The deadline (0 until written) where the long form has it: DEADLINE_ARG.
+      p = {
+        keys: [this.opts.prefix + c.key],
+        argv: [BUCKETS_PER_WINDOW, c.limit, 0, windowMsOf(c)],
+      }
     } else {
       const keys = charges.map((c) => this.opts.prefix + c.key)
       const argv: (string | number)[] = [BUCKETS_PER_WINDOW, 0, 0, 0]
       for (const c of charges) argv.push(c.limit, windowMsOf(c), 0, 0, dryRun(c) ? 1 : 0, 0, '', 0)
-      p = { keys, argv, deadlineArg: DEADLINE_ARG }
+      p = { keys, argv }
     }
     this.plainChecks.set(charges, p)
     return p
@@ -358,13 +359,11 @@ export class RedisStore implements LimiterStore {
     let keys: string[]
     let argv: (string | number)[]
     let tag: CheckTag | undefined
-    let deadlineArg = deadline ? DEADLINE_ARG : NO_DEADLINE
     const plain = opts.asks === undefined && !opts.peek ? this.plainCheck(charges) : null
     if (plain !== null) {
       // SPEC §12: the arguments of the same windows are built once (a copy per call).
       keys = plain.keys
       argv = plain.argv.slice()
-      if (deadline) deadlineArg = plain.deadlineArg
     } else {
       const k = this.keysOf(charges, !opts.peek)
       // A charging check with a month is tagged: check.lua notes the tag where it charged, so
@@ -385,7 +384,7 @@ export class RedisStore implements LimiterStore {
     for (const a of clock.args(nowMs)) argv.push(a)
     let written: Written
     try {
-      written = await this.runCheck(keys, argv, deadlineArg)
+      written = await this.runCheck(keys, argv, deadline)
     } catch (err) {
       if (tag !== undefined && err instanceof StoreError)
         throw new StoreError(err.message, { cause: err.cause ?? err, inDoubt: tag })
@@ -417,18 +416,14 @@ export class RedisStore implements LimiterStore {
    * check.lua, written with the other checks of this turn as one write (writeChecks). On a
    * Cluster a call goes alone and at once: a batch must stay within one slot.
    */
-  private runCheck(
-    keys: string[],
-    argv: (string | number)[],
-    deadlineArg: number
-  ): Promise<Written> {
+  private runCheck(keys: string[], argv: (string | number)[], deadline: boolean): Promise<Written> {
     if (this.opts.cluster) {
       const sentMs = this.clock.now()
-      if (deadlineArg !== NO_DEADLINE) argv[deadlineArg] = this.deadlineAt(sentMs)
+      if (deadline) argv[DEADLINE_ARG] = this.deadlineAt(sentMs)
       return this.call(this.checkClock().command, keys, argv).then((raw) => ({ raw, sentMs }))
     }
     return new Promise((resolve, reject) =>
-      this.checks.add({ keys, argv, deadlineArg, resolve, reject })
+      this.checks.add({ keys, argv, deadline, resolve, reject })
     )
   }
 
@@ -468,7 +463,7 @@ export class RedisStore implements LimiterStore {
     }
     try {
       for (const c of calls) {
-        if (c.deadlineArg !== NO_DEADLINE) c.argv[c.deadlineArg] = deadline
+        if (c.deadline) c.argv[DEADLINE_ARG] = deadline
         script.call(this.client, c.keys.length, ...c.keys, ...c.argv).then(
           (raw) => {
             c.resolve({ raw, sentMs })

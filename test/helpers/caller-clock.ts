@@ -23,7 +23,6 @@ const CALLER_CLOCK: CheckClock = {
   lua: CALLER_CHECK,
   args: (nowMs) => [nowMs],
   deadlines: false,
-  short: false,
 }
 
 function swap(text: string, from: string, to: string): string {

@@ -15,8 +15,8 @@ const LIMIT = 3
 const WINDOW_MS = 60_000
 const short = (deadline = 0, limit = LIMIT, windowMs = WINDOW_MS) => [
   BUCKETS_PER_WINDOW,
-  deadline,
   limit,
+  deadline,
   windowMs,
 ]
 const long = (deadline = 0, limit = LIMIT, windowMs = WINDOW_MS) => [

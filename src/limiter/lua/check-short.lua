@@ -5,15 +5,15 @@
 -- (Lua makes each of them on every run) and the eight arguments the long form spells out.
 -- Anything else goes on to the general path (check.lua) with the read made here (`head1`).
 --
--- The short form: KEYS[1] the window's key; ARGV[1] buckets, ARGV[2] deadline (as the long
--- form's ARGV[3]), ARGV[3] limit, ARGV[4] windowMs. Its answer here is short too:
+-- The short form: KEYS[1] the window's key; ARGV[1] buckets, ARGV[2] limit, ARGV[3] deadline
+-- (where the long form has it), ARGV[4] windowMs. Its answer here is short too:
 -- { 1, storeNow, used, resetAt } (the limit is the caller's, nothing to retry, one charged).
 local short = #ARGV == 4
 local head1 = nil
 if short then
-  local deadline = tonumber(ARGV[2])
+  local deadline = tonumber(ARGV[3])
   if deadline > 0 and storeNow > deadline then return { -1, storeNow, storeNow } end
-  local limit = tonumber(ARGV[3])
+  local limit = tonumber(ARGV[2])
   local windowMs = tonumber(ARGV[4])
   local bucketMs = windowMs / tonumber(ARGV[1])
   local cur = math.floor(storeNow / bucketMs)

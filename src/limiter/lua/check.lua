@@ -27,7 +27,7 @@
 
 -- A short form check-short.lua did not answer goes on in the long form.
 local A = ARGV
-if short then A = { ARGV[1], '0', ARGV[2], '0', ARGV[3], ARGV[4], '0', '0', '0', '0', '', '0' } end
+if short then A = { ARGV[1], '0', ARGV[3], '0', ARGV[2], ARGV[4], '0', '0', '0', '0', '', '0' } end
 local buckets = tonumber(A[1])
 local peek = A[2] == '1'
 local deadline = tonumber(A[3])
