@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { BodyPace, type SetTimer } from './body-pace.js'
 import { openUnlinkedTemp } from './temp-file.js'
+import { bodyTurns, type TurnShare } from './turn-share.js'
 
 // SPEC §4: a size-checked body is read whole before anything of the call is sent, as nginx
 // buffers a request body. Its raw bytes wait in memory while the process's budget
@@ -301,6 +302,8 @@ export interface ReadOptions {
   setTimer: SetTimer
   /** The injected clock's monotonic time (the pace's held time). */
   now?: () => number
+  /** The bytes a turn of the loop reads of bodies (the process's share by default). */
+  turns?: TurnShare
 }
 
 /** What an announced length decides before a byte is read; null: read on. */
@@ -341,6 +344,7 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
   const atHead = headRead(req, opts, holder)
   if (atHead !== null) return Promise.resolve(atHead)
   opts.onHeadPassed?.()
+  const turns = opts.turns ?? bodyTurns
   return new Promise((resolve) => {
     let over = false
     let finished = false
@@ -379,6 +383,13 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
       req.pause()
       done({ kind: 'failed', error })
     }
+    // Paused for the holder (a chunk on its way to disk) or for the turn's share (SPEC §4:
+    // turn-share.ts): reads on when neither waits.
+    let holding = false
+    let turnSpent = false
+    const readOn = () => {
+      if (!finished && !holding && !turnSpent) req.resume()
+    }
     const onData = (c: Buffer) => {
       pace.add(c.length)
       if (holder.length + c.length > opts.maxBytes) over = true
@@ -398,8 +409,20 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
         return void wait.then(() => done(r), fail)
       }
       if (wait !== null) {
+        holding = true
         req.pause()
-        wait.then(() => req.resume(), fail)
+        wait.then(() => {
+          holding = false
+          readOn()
+        }, fail)
+      }
+      if (!turns.take(c.length) && !turnSpent) {
+        turnSpent = true
+        req.pause()
+        turns.next(() => {
+          turnSpent = false
+          readOn()
+        })
       }
     }
     const onEnd = () =>
