@@ -110,8 +110,9 @@ describe('TurnShare (SPEC §4: body bytes a turn of the loop reads)', () => {
     for (let i = 0; i < 4; i++) {
       const r = bounded.reads[i]!
       expect(r.kind).toBe('whole')
-      expect((await bytesOf((r as Extract<BodyRead, { kind: 'whole' }>).body)).equals(bodies[i]!))
-        .toBe(true)
+      expect(
+        (await bytesOf((r as Extract<BodyRead, { kind: 'whole' }>).body)).equals(bodies[i]!)
+      ).toBe(true)
     }
     // Unbounded, the same bodies are read in far bigger turns: the bound is what keeps them small.
     const unbounded = await readAll(bodies, new TurnShare(Infinity))
