@@ -333,6 +333,46 @@ function handedOver(pace: BodyPace): BodyPace {
 }
 
 /**
+ * Why a body's read is paused: the holder (a chunk on its way to disk), or the turn's share of
+ * body bytes spent (SPEC §4, turn-share.ts). It reads on when neither waits, unless it ended.
+ */
+class ReadPauses {
+  private holding = false
+  private turnSpent = false
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly turns: TurnShare,
+    private readonly ended: () => boolean
+  ) {}
+
+  holdFor(wait: Promise<void>, fail: (e: Error) => void): void {
+    this.holding = true
+    this.req.pause()
+    wait.then(() => {
+      this.holding = false
+      this.readOn()
+    }, fail)
+  }
+
+  /** Counts a chunk read in this turn; past the turn's share, the read waits for the next. */
+  took(bytes: number): void {
+    if (this.turns.take(bytes) || this.turnSpent) return
+    this.turnSpent = true
+    this.req.pause()
+    this.turns.next(this.nextTurn)
+  }
+
+  private readonly nextTurn = (): void => {
+    this.turnSpent = false
+    this.readOn()
+  }
+
+  private readOn(): void {
+    if (!this.ended() && !this.holding && !this.turnSpent) this.req.resume()
+  }
+}
+
+/**
  * Reads a request body whole (up to `maxBytes`) into a HeldBody. A declared length over the
  * cap is refused before a byte is read, as is one past what its client may still hold; every
  * other bound is met at the byte that passes it (a chunked body stops being read there).
@@ -344,7 +384,6 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
   const atHead = headRead(req, opts, holder)
   if (atHead !== null) return Promise.resolve(atHead)
   opts.onHeadPassed?.()
-  const turns = opts.turns ?? bodyTurns
   return new Promise((resolve) => {
     let over = false
     let finished = false
@@ -383,13 +422,7 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
       req.pause()
       done({ kind: 'failed', error })
     }
-    // Paused for the holder (a chunk on its way to disk) or for the turn's share (SPEC §4:
-    // turn-share.ts): reads on when neither waits.
-    let holding = false
-    let turnSpent = false
-    const readOn = () => {
-      if (!finished && !holding && !turnSpent) req.resume()
-    }
+    const pauses = new ReadPauses(req, opts.turns ?? bodyTurns, () => finished)
     const onData = (c: Buffer) => {
       pace.add(c.length)
       if (holder.length + c.length > opts.maxBytes) over = true
@@ -408,22 +441,8 @@ export function readHeldBody(req: IncomingMessage, opts: ReadOptions): Promise<B
         if (wait === null) return done(r)
         return void wait.then(() => done(r), fail)
       }
-      if (wait !== null) {
-        holding = true
-        req.pause()
-        wait.then(() => {
-          holding = false
-          readOn()
-        }, fail)
-      }
-      if (!turns.take(c.length) && !turnSpent) {
-        turnSpent = true
-        req.pause()
-        turns.next(() => {
-          turnSpent = false
-          readOn()
-        })
-      }
+      if (wait !== null) pauses.holdFor(wait, fail)
+      pauses.took(c.length)
     }
     const onEnd = () =>
       void holder.settled().then(() => done({ kind: 'whole', body: holder }), fail)
