@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { Agent, request } from 'undici'
 import type { GatewayProcess } from './gateway-process.js'
 import { holds } from './until.js'
@@ -31,6 +32,8 @@ export async function hammer(
   let n = 0
   const isCall = (l: Record<string, unknown>) => typeof l.status === 'number' && 'path' in l
   const lines = gws.map((g) => g.logs.filter(isCall).length)
+  // The admissions of this run alone (a test may run the load more than once).
+  const from = gws.map((g) => g.logs.length)
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
       while (Date.now() < deadline && n < 200_000) {
@@ -47,9 +50,54 @@ export async function hammer(
   await agent.close()
   // Every answered call's line is in (a batch is written within a few milliseconds).
   await holds(() => gws.every((g, i) => g.logs.filter(isCall).length >= lines[i]!))
-  return gws.flatMap((g) =>
+  return gws.flatMap((g, i) =>
     g.logs
+      .slice(from[i])
       .filter((l) => l.status === 200 && typeof l.store_time === 'number')
       .map((l) => l.store_time as number)
   )
+}
+
+/**
+ * What the hypervisor took from this machine while `run` ran: the most steal time (/proc/stat,
+ * all CPUs, ms) inside any `spanMs` of it; null where /proc/stat cannot be read. A machine
+ * stopped whole for longer than store.timeout_ms is a store that did not answer in time, which
+ * no gateway can tell from an outage (Redis runs the call past its deadline): that is not load.
+ */
+export async function stealDuring<T>(
+  run: () => Promise<T>,
+  spanMs = 300
+): Promise<{ value: T; worstStealMs: number | null }> {
+  const samples: [number, number][] = []
+  const sample = () => {
+    const s = stolenMs()
+    if (s !== null) samples.push([performance.now(), s])
+  }
+  sample()
+  const timer = setInterval(sample, 20)
+  try {
+    const value = await run()
+    sample()
+    if (samples.length < 2) return { value, worstStealMs: null }
+    let worst = 0
+    let lo = 0
+    for (let hi = 0; hi < samples.length; hi++) {
+      while (samples[hi]![0] - samples[lo]![0] > spanMs) lo++
+      worst = Math.max(worst, samples[hi]![1] - samples[lo === 0 ? 0 : lo - 1]![1])
+    }
+    return { value, worstStealMs: worst }
+  } finally {
+    clearInterval(timer)
+  }
+}
+
+/** Steal time since boot, ms summed over CPUs (USER_HZ 100: a jiffy is 10 ms); null if unknown. */
+function stolenMs(): number | null {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').slice(0, 200).split('\n')[0]!.trim().split(/\s+/)
+    const steal = Number(cpu[8])
+    return Number.isFinite(steal) ? steal * 10 : null
+  } catch {
+    return null
+  }
 }
