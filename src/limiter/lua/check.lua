@@ -56,35 +56,6 @@ local function chargeBucket(key, bucket, held, used, c, oldest, windowMs, bucket
   if held == 0 then redis.call('PEXPIRE', key, field(windowMs + 2 * bucketMs)) end
 end
 
--- SPEC §12, the same calls sent in the long form (a lease's call of one window) in one read and
--- one write: answered as the general path below would answer them, without its tables per
--- window (a third of the script's time, measured in Redis). Anything else goes on there with
--- the read made here or in check-short.lua (`head1`).
-if head1 == nil and n == 1 and not peek and tonumber(A[FIRST + 3]) == 0 and A[FIRST + 4] ~= '1'
-    and tonumber(A[FIRST + 5]) <= 1 then
-  local windowMs = tonumber(A[FIRST + 1])
-  if windowMs > 0 then
-    local limit = tonumber(A[FIRST])
-    local bucketMs = windowMs / buckets
-    local cur = math.floor(now / bucketMs)
-    local curField = field(cur)
-    head1 = redis.call('HMGET', KEYS[1], 't', 'o', curField)
-    local first = tonumber(head1[2])
-    if first == nil then
-      if limit >= 1 then
-        chargeBucket(KEYS[1], curField, 0, 0, 1, curField, windowMs, bucketMs)
-        return { 1, now, storeNow, 1, (cur + 1) * bucketMs + windowMs, 0, limit, 1 }
-      end
-    else
-      local sum = tonumber(head1[1]) or 0
-      if first >= math.floor((now - windowMs) / bucketMs) and sum + 1 <= limit then
-        chargeBucket(KEYS[1], curField, tonumber(head1[3] or '0'), sum, 1, nil, windowMs, bucketMs)
-        return { 1, now, storeNow, sum + 1, (first + 1) * bucketMs + windowMs, 0, limit, 1 }
-      end
-    end
-  end
-end
-
 -- Drops the buckets that left the window (index < oldest) from the total; returns the new
 -- total and the oldest bucket still holding calls (nil when none). Deletes the buckets that
 -- left (not on a peek); the new total and oldest are the caller's to write, with the charge.
@@ -188,7 +159,7 @@ for i = 1, n do
     local oldest = math.floor((now - windowMs) / bucketMs)
     current[i] = cur
     -- The total, the oldest live bucket and the current bucket, in one read (SPEC §12: a call
-    -- in the steady state reads once and writes once).
+    -- in the steady state reads once and writes once); a short form's was read in check-short.lua.
     local head = (i == 1 and head1) or redis.call('HMGET', key, 't', 'o', field(cur))
     local first = tonumber(head[2])
     local sum = first and tonumber(head[1]) or 0
