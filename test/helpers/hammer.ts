@@ -83,7 +83,8 @@ export async function stealDuring<T>(
     let lo = 0
     for (let hi = 0; hi < samples.length; hi++) {
       while (samples[hi]![0] - samples[lo]![0] > spanMs) lo++
-      worst = Math.max(worst, samples[hi]![1] - samples[lo === 0 ? 0 : lo - 1]![1])
+      // From the sample before the span: steal counted at its first sample happened inside it.
+      worst = Math.max(worst, samples[hi]![1] - samples[Math.max(0, lo - 1)]![1])
     }
     return { value, worstStealMs: worst }
   } finally {
