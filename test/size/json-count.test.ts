@@ -200,6 +200,25 @@ describe('JsonBodyScanner: rows read whole in one pass (issue #47)', () => {
     }
   })
 
+  it('reads no byte past a chunk, whatever an earlier body left in the copy it reads', () => {
+    // The scanner reads a copy of each chunk with a 0 after it (the row reader tests no
+    // bound). Before each body, a long chunk of `"}` fills that copy, so a read past a chunk's
+    // end would close a row the chunk cut, and the rest of it in the next chunk would not parse.
+    const stale = Buffer.from(`{"rows":["${'"}'.repeat(40_000)}`)
+    const r = rng(11)
+    for (let i = 0; i < 1_000; i++) {
+      // Not JSON: the scanner throws at its first `}` (after copying the bytes it reads).
+      expect(() => new JsonBodyScanner({ count: 'rows' }).write(stale)).toThrow(JsonSyntaxError)
+      const rows = Array.from({ length: 1 + Math.floor(r() * 20) }, () =>
+        r() < 0.9 ? row(r, 0) : rowValue(r, 0)
+      )
+      if (r() < 0.2) rows.push(`{"Notes":"${'x\\n'.repeat(Math.floor(r() * 400))}","n":12}`)
+      let text = `{"table_name":"T","rows":[${rows.join(',')}]}`
+      if (r() < 0.3) text = edit(r, text)
+      expect(viaScanner(text, 1 + Math.floor(r() * 120)), text).toBe(viaParse(text))
+    }
+  })
+
   it('counts rows nested past its depth, and flat rows after them, as JSON.parse does', () => {
     const deep = (d: number): string => (d === 0 ? '1' : `{"a":[${deep(d - 1)}]}`)
     const rows = [
