@@ -236,7 +236,10 @@ export class RedisStore implements LimiterStore {
    * and its answer's reading, so storeNow - receivedAt is at most the true offset: a deadline
    * on that estimate is never later than the caller's own timeout, however long the answer
    * took (a late deadline would let a call the caller gave up on, and charged locally, charge
-   * in the store too). The largest such bound of the last 10 s is the closest.
+   * in the store too). The largest bound is the closest: it is kept until a larger one comes,
+   * or until it is 10 s old, when the next answer's bound replaces it whatever it is (so a clock
+   * stepped back is learned within 10 s; a low bound taken then lasts only until an answer read
+   * sooner after its script, usually the next one).
    */
   private learnOffset(storeNowMs: number): void {
     const local = this.clock.now()
