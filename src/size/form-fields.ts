@@ -3,6 +3,7 @@ import type { HeldBody } from './body-buffer.js'
 import { headerParams, type EncodingRefusal } from './encoding.js'
 import { foldKey } from './json-count.js'
 import { PartHeaderScanner } from './part-headers.js'
+import { simpleFormFields } from './simple-form.js'
 
 // SPEC §4: the SQL endpoints also take form bodies: the service's own JS client
 // (dtable-web-api's querySql) posts `sql` as multipart/form-data. Fields are read from the held
@@ -10,6 +11,9 @@ import { PartHeaderScanner } from './part-headers.js'
 // skipped unread. Names are matched folded, as the JSON keys are.
 
 export type FormKind = 'multipart' | 'urlencoded'
+
+/** The largest form read without busboy (a SQL form is a few KB; larger ones stream through busboy). */
+const SIMPLE_FORM_BYTES = 1024 * 1024
 
 /** The form kind a content-type names, or null (a JSON body). */
 export function formKindOf(contentType: string | undefined): FormKind | null {
@@ -37,6 +41,16 @@ export async function formFields(
     for (const [k, v] of new URLSearchParams(text)) keep(k, v)
     return out
   }
+  // SPEC §4: each part's own headers, read from the raw bytes (busboy does not show them all).
+  const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
+  // A small form held in memory in the shape every reader reads alike: read here (simple-form.ts).
+  if (!body.spilled && body.length <= SIMPLE_FORM_BYTES) {
+    const simple = simpleFormFields(await body.slice(0, body.length), boundary)
+    if (simple !== null) {
+      for (const [name, value] of simple) keep(name, value)
+      return out
+    }
+  }
   let bb: InstanceType<typeof Busboy>
   try {
     // No field is cut short: max_body_bytes already bounds the whole body.
@@ -47,8 +61,6 @@ export async function formFields(
   } catch (err) {
     return { error: `the body is not the form its content-type says (${(err as Error).message})` }
   }
-  // SPEC §4: each part's own headers, read from the raw bytes (busboy does not show them all).
-  const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
   const parts = new PartHeaderScanner(boundary)
   return new Promise((resolve) => {
     bb.on('field', (name, value) => keep(name, value))
