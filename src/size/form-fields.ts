@@ -45,7 +45,7 @@ export async function formFields(
   const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
   // A small form held in memory in the shape every reader reads alike: read here (simple-form.ts).
   if (!body.spilled && body.length <= SIMPLE_FORM_BYTES) {
-    const simple = simpleFormFields(await body.slice(0, body.length), boundary)
+    const simple = simpleFormFields(await body.slice(0, body.length), contentType)
     if (simple !== null) {
       for (const [name, value] of simple) keep(name, value)
       return out

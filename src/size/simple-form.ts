@@ -8,17 +8,24 @@ import { isUtf8 } from 'node:buffer'
 // to busboy as before: a preamble, transport padding, an epilogue, any other part header, a
 // filename, a name with a quote, a backslash or a byte outside printable ASCII, a value that is
 // not UTF-8 or opens with a byte order mark (busboy's decoder drops it), a boundary of
-// characters RFC 2046 does not list.
+// characters RFC 2046 does not list or written in a content type any other way.
 
-/** RFC 2046's boundary characters (bchars), 1 to 70 of them, the last not a space. */
-const BOUNDARY = /^[0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?]$/
+/**
+ * The content type as clients write it: one `boundary`, a token or a quoted string without
+ * escapes, of RFC 2046's boundary characters (bchars, 1 to 70, the last not a space). Any other
+ * way of writing it is left to busboy, whose reading of the parameter is the one used before.
+ */
+const CONTENT_TYPE =
+  /^multipart\/form-data; ?boundary=(?:([0-9A-Za-z'+_\-.]{1,70})|"([0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?])")$/i
 /** A part's one header line, as the form-data package writes it (any case, as busboy reads it). */
 const DISPOSITION = /^content-disposition: form-data; name="([\x20\x21\x23-\x5b\x5d-\x7e]+)"$/i
 const CRLF = Buffer.from('\r\n')
 
 /** The fields of a plain multipart form, in order, or null when busboy must read it. */
-export function simpleFormFields(body: Buffer, boundary: string): [string, string][] | null {
-  if (!BOUNDARY.test(boundary)) return null
+export function simpleFormFields(body: Buffer, contentType: string): [string, string][] | null {
+  const type = CONTENT_TYPE.exec(contentType)
+  if (type === null) return null
+  const boundary = type[1] ?? type[2]!
   const open = Buffer.from(`--${boundary}`, 'latin1')
   const delimiter = Buffer.from(`\r\n--${boundary}`, 'latin1')
   if (body.length < open.length || body.compare(open, 0, open.length, 0, open.length) !== 0)

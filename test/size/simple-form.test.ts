@@ -48,8 +48,7 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
     form.append('convert_keys', 'true')
     const body = form.getBuffer()
     const type = form.getHeaders()['content-type'] as string
-    const boundary = type.split('boundary=')[1]!
-    const simple = simpleFormFields(body, boundary)
+    const simple = simpleFormFields(body, type)
     expect(simple).not.toBeNull()
     expect(simple).toEqual(await viaBusboy(body, type))
     // And formFields answers the same through it.
@@ -86,8 +85,10 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
           `Content-Disposition: form-data; name=${pick(names)}`,
           `Content-Disposition:form-data; name="${pick(names)}"`,
           `Content-Disposition: form-data; name="${pick(names)}"\r\nContent-Type: text/plain`,
-          `Content-Disposition: form-data; name="${pick(names)}"`,
-          `Content-Disposition: form-data; name="${pick(names)}"`,
+          ...Array.from(
+            { length: 6 },
+            () => `Content-Disposition: form-data; name="${pick(names)}"`
+          ),
         ])
         const value =
           r() < 0.05 ? Buffer.from([0x53, 0xff, 0xfe, 0x31]) : Buffer.from(pick(values), 'utf8')
@@ -98,8 +99,12 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
       parts.push(Buffer.from(`--${boundary}--${pick(['\r\n', '\r\n', '', 'epilogue'])}`))
       let body = Buffer.concat(parts)
       if (r() < 0.1) body = body.subarray(0, Math.floor(r() * body.length))
-      const type = `multipart/form-data; boundary="${boundary.replace(/"/g, '\\"')}"`
-      const simple = simpleFormFields(body, boundary)
+      const type = pick([
+        `multipart/form-data; boundary="${boundary.replace(/"/g, '\\"')}"`,
+        `multipart/form-data; boundary=${boundary}`,
+        `multipart/form-data; charset=utf-8; boundary=${boundary}`,
+      ])
+      const simple = simpleFormFields(body, type)
       if (simple === null) continue
       simpleCount++
       expect(simple, body.toString('latin1')).toEqual(await viaBusboy(body, type))
@@ -116,24 +121,30 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
     const part = (head: string, value = 'SELECT 1') =>
       Buffer.from(`--XyZ\r\n${head}\r\n\r\n${value}\r\n--XyZ--\r\n`)
     const plain = 'Content-Disposition: form-data; name="sql"'
-    expect(simpleFormFields(part(plain), 'XyZ')).toEqual([['sql', 'SELECT 1']])
-    expect(simpleFormFields(Buffer.concat([Buffer.from('x\r\n'), part(plain)]), 'XyZ')).toBeNull()
-    expect(
-      simpleFormFields(Buffer.from(`--XyZ \r\n${plain}\r\n\r\n1\r\n--XyZ--`), 'XyZ')
-    ).toBeNull()
-    expect(
-      simpleFormFields(part(`${plain}\r\nContent-Transfer-Encoding: base64`), 'XyZ')
-    ).toBeNull()
-    expect(simpleFormFields(part(`${plain}; filename="a"`), 'XyZ')).toBeNull()
-    expect(simpleFormFields(part(plain, '\ufeffSELECT 1'), 'XyZ')).toBeNull()
+    const T = 'multipart/form-data; boundary=XyZ'
+    expect(simpleFormFields(part(plain), T)).toEqual([['sql', 'SELECT 1']])
+    // The content type as clients write it, quoted or not; any other way goes to busboy.
+    expect(simpleFormFields(part(plain), 'Multipart/Form-Data; boundary="XyZ"')).not.toBeNull()
+    for (const other of [
+      'multipart/form-data; boundary=XyZ; charset=utf-8',
+      'multipart/form-data; boundary = XyZ',
+      'multipart/form-data; boundary =XyZ',
+      'multipart/form-data; boundary="X\\yZ"',
+      'multipart/form-data; boundary=XyZ ',
+      'multipart/mixed; boundary=XyZ',
+    ])
+      expect(simpleFormFields(part(plain), other), other).toBeNull()
+    expect(simpleFormFields(Buffer.concat([Buffer.from('x\r\n'), part(plain)]), T)).toBeNull()
+    expect(simpleFormFields(Buffer.from(`--XyZ \r\n${plain}\r\n\r\n1\r\n--XyZ--`), T)).toBeNull()
+    expect(simpleFormFields(part(`${plain}\r\nContent-Transfer-Encoding: base64`), T)).toBeNull()
+    expect(simpleFormFields(part(`${plain}; filename="a"`), T)).toBeNull()
+    expect(simpleFormFields(part(plain, '\ufeffSELECT 1'), T)).toBeNull()
     const bad = Buffer.concat([
       Buffer.from(`--XyZ\r\n${plain}\r\n\r\n`),
       Buffer.from([0xc3]),
       Buffer.from('\r\n--XyZ--'),
     ])
-    expect(simpleFormFields(bad, 'XyZ')).toBeNull()
-    expect(
-      simpleFormFields(Buffer.from(`--XyZ\r\n${plain}\r\n\r\n1\r\n--XyZ--x`), 'XyZ')
-    ).toBeNull()
+    expect(simpleFormFields(bad, T)).toBeNull()
+    expect(simpleFormFields(Buffer.from(`--XyZ\r\n${plain}\r\n\r\n1\r\n--XyZ--x`), T)).toBeNull()
   })
 })
