@@ -1,24 +1,20 @@
-import { Busboy } from '@fastify/busboy'
 import FormData from 'form-data'
 import { describe, expect, it } from 'vitest'
 import { PartHeaderScanner } from '../../src/size/part-headers.js'
 import { simpleFormFields } from '../../src/size/simple-form.js'
-import { formFields } from '../../src/size/form-fields.js'
+import { formFields, formParser } from '../../src/size/form-fields.js'
 import type { HeldBody } from '../../src/size/body-buffer.js'
 
 function rng(seed: number) {
   return () => (seed = (seed * 48271) % 2147483647) / 2147483647
 }
 
-/** Every field busboy reads, in order, as formFields configures it; or its error. */
+/** Every field busboy reads, in order, configured as formFields configures it; or its error. */
 function viaBusboy(body: Buffer, contentType: string): Promise<[string, string][] | string> {
   return new Promise((resolve) => {
-    let bb: InstanceType<typeof Busboy>
+    let bb: ReturnType<typeof formParser>
     try {
-      bb = new Busboy({
-        headers: { 'content-type': contentType },
-        limits: { fieldSize: body.length },
-      })
+      bb = formParser(contentType, body.length)
     } catch (err) {
       return resolve(`error: ${(err as Error).message}`)
     }
