@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { readingsOf, sqlRowLimit, strictRowLimit } from '../../src/size/sql-limit.js'
+import { MAX_SQL_DEPTH, readingsOf, sqlRowLimit, strictRowLimit } from '../../src/size/sql-limit.js'
 
 // SPEC §4 / issue #15: the LIMIT reader against the service's own SQL and every trick found.
 
@@ -224,6 +224,49 @@ describe('issue #31 item 6: two more readings', () => {
     })
     // Without a ? outside the statement's own, nothing changes.
     expect(sqlRowLimit('SELECT * FROM t WHERE a = ? LIMIT ?', ['x', 10])).toEqual({
+      kind: 'count',
+      count: 10,
+    })
+  })
+
+  it('counts the ? before each ? exactly, however many, in one pass over the text', () => {
+    // Raw order: a (0), the string's (1), c (2), the comment's (3), LIMIT (4); its own index is 2.
+    const sql = "SELECT * FROM t WHERE a = ? AND b = '?' AND c = ? /* ? */ LIMIT ?"
+    expect(sqlRowLimit(sql, ['x', 'x', 10, 'x', 50000])).toEqual({ kind: 'count', count: 50000 })
+    expect(sqlRowLimit(sql, ['x', 'x', 50000, 'x', 10])).toEqual({ kind: 'count', count: 50000 })
+    expect(sqlRowLimit(sql, ['x', 'x', 10, 'x', 20])).toEqual({ kind: 'count', count: 20 })
+    // A statement of k of them: each ? is found once, not once per ? after it (k² steps: 50,000
+    // in 100 KB once held the loop 14.5 s). Counted as the searches for a ?, not as time.
+    const k = 5_000
+    const many = `SELECT * FROM T WHERE a IN (${Array(k).fill('?').join(',')}) LIMIT ?`
+    const indexOf = String.prototype.indexOf
+    let searches = 0
+    String.prototype.indexOf = function (this: string, s: string, from?: number) {
+      if (s === '?') searches++
+      return indexOf.call(this, s, from)
+    }
+    try {
+      const params = [...Array<number>(k).fill(1), 40000]
+      expect(sqlRowLimit(many, params)).toEqual({ kind: 'count', count: 40000 })
+    } finally {
+      String.prototype.indexOf = indexOf
+    }
+    expect(searches).toBeLessThan(4 * k)
+  })
+
+  it(`reads ${MAX_SQL_DEPTH} levels of parentheses and refuses one more, however deep (no stack overflow)`, () => {
+    const nested = (d: number) => `SELECT * FROM T WHERE ${'('.repeat(d)}1${')'.repeat(d)} LIMIT 10`
+    expect(sqlRowLimit(nested(MAX_SQL_DEPTH), [])).toEqual({ kind: 'count', count: 10 })
+    const refused = {
+      kind: 'invalid',
+      message: `the statement nests parentheses deeper than ${MAX_SQL_DEPTH} levels`,
+    }
+    expect(sqlRowLimit(nested(MAX_SQL_DEPTH + 1), [])).toEqual(refused)
+    // 20,000 levels overflowed the readers' recursion (a RangeError, answered 500).
+    expect(sqlRowLimit(nested(20_000), [])).toEqual(refused)
+    expect(sqlRowLimit(`SELECT * FROM T WHERE ${'('.repeat(20_000)} LIMIT 10`, [])).toEqual(refused)
+    // In a string they are text, in every reading.
+    expect(sqlRowLimit(`SELECT '${'('.repeat(20_000)}' LIMIT 10`, [])).toEqual({
       kind: 'count',
       count: 10,
     })
