@@ -109,6 +109,27 @@ function isWord(c: number): boolean {
   return !isSpace(c)
 }
 
+/** White space or a comment at `i` (`c` its first character): the index after it, or -1. */
+function skipFrom(sql: string, i: number, c: number, reading: Reading): number {
+  if (isSpace(c)) return i + 1
+  if (c === 0x2d && sql.charCodeAt(i + 1) === 0x2d && dashComment(sql, i, reading))
+    return lineEnd(sql, i, reading)
+  if (c === 0x23 && reading.hashComment) return lineEnd(sql, i, reading)
+  if (c === 0x2f && sql.charCodeAt(i + 1) === 0x2a) {
+    if (reading.bangIsCode && sql.charCodeAt(i + 2) === 0x21) {
+      // MySQL runs the comment's text: read on inside it; its `*/` is skipped below.
+      i += 3
+      while (i < sql.length && isDigitCode(sql.charCodeAt(i))) i++ // an optional version number
+      return i
+    }
+    const end = sql.indexOf('*/', i + 2)
+    return end === -1 ? sql.length : end + 2
+  }
+  // The end of an executable comment.
+  if (c === 0x2a && sql.charCodeAt(i + 1) === 0x2f && reading.bangIsCode) return i + 2
+  return -1
+}
+
 /**
  * Parentheses nested deeper than this are refused (400), as the JSON scanner refuses nesting
  * past its MAX_DEPTH: the readers of the groups recurse, and 20,000 levels overflowed the
@@ -132,23 +153,9 @@ function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] | null {
   const n = sql.length
   while (i < n) {
     const c = sql.charCodeAt(i)
-    if (isSpace(c)) {
-      i++
-    } else if (c === 0x2d && sql.charCodeAt(i + 1) === 0x2d && dashComment(sql, i, reading)) {
-      i = lineEnd(sql, i, reading)
-    } else if (c === 0x23 && reading.hashComment) {
-      i = lineEnd(sql, i, reading)
-    } else if (c === 0x2f && sql.charCodeAt(i + 1) === 0x2a) {
-      if (reading.bangIsCode && sql.charCodeAt(i + 2) === 0x21) {
-        // MySQL runs the comment's text: read on inside it; its `*/` is skipped below.
-        i += 3
-        while (i < n && isDigitCode(sql.charCodeAt(i))) i++ // an optional version number
-      } else {
-        const end = sql.indexOf('*/', i + 2)
-        i = end === -1 ? n : end + 2
-      }
-    } else if (c === 0x2a && sql.charCodeAt(i + 1) === 0x2f && reading.bangIsCode) {
-      i += 2 // the end of an executable comment
+    const skipped = skipFrom(sql, i, c, reading)
+    if (skipped !== -1) {
+      i = skipped
     } else if (c === 0x27 || c === 0x22) {
       i = quotedEnd(sql, i, sql[i]!, reading.backslashEscapes)
       out.push({ t: 'str' })
