@@ -3,7 +3,7 @@ import type { HeldBody } from './body-buffer.js'
 import { headerParams, type EncodingRefusal } from './encoding.js'
 import { foldKey } from './json-count.js'
 import { PartHeaderScanner } from './part-headers.js'
-import { simpleFormFields } from './simple-form.js'
+import { simpleFormBoundary, simpleFormFields } from './simple-form.js'
 
 // SPEC §4: the SQL endpoints also take form bodies: the service's own JS client
 // (dtable-web-api's querySql) posts `sql` as multipart/form-data. Fields are read from the held
@@ -50,11 +50,10 @@ export async function formFields(
     for (const [k, v] of new URLSearchParams(text)) keep(k, v)
     return out
   }
-  // SPEC §4: each part's own headers, read from the raw bytes (busboy does not show them all).
-  const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
   // A small form held in memory in the shape every reader reads alike: read here (simple-form.ts).
-  if (!body.spilled && body.length <= SIMPLE_FORM_BYTES) {
-    const simple = simpleFormFields(await body.slice(0, body.length), contentType)
+  const simpleBoundary = simpleFormBoundary(contentType)
+  if (simpleBoundary !== null && !body.spilled && body.length <= SIMPLE_FORM_BYTES) {
+    const simple = simpleFormFields(await body.slice(0, body.length), simpleBoundary)
     if (simple !== null) {
       for (const [name, value] of simple) keep(name, value)
       return out
@@ -66,6 +65,8 @@ export async function formFields(
   } catch (err) {
     return { error: `the body is not the form its content-type says (${(err as Error).message})` }
   }
+  // SPEC §4: each part's own headers, read from the raw bytes (busboy does not show them all).
+  const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
   const parts = new PartHeaderScanner(boundary)
   return new Promise((resolve) => {
     bb.on('field', (name, value) => keep(name, value))

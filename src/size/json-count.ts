@@ -133,10 +133,10 @@ function numStep(num: number, b: number): number {
 // slow way for the life of the process (1 GB/s fell to 170 MB/s on rows with long strings,
 // 640 to 300 MB/s on the 43 KB append). A bound tested on every read instead cost a third.
 
-/** The copy the scanner reads (one a process: a write runs to its end before another). */
-const scratch = new Uint8Array(64 * 1024 + 1)
 /** The largest piece of a chunk read at once (so the copy stays small). */
 const PIECE = 64 * 1024
+/** The copy the scanner reads, and the 0 after it (one a process: a write runs to its end before another). */
+const scratch = new Uint8Array(PIECE + 1)
 
 /** Levels a row may nest for the one-pass reader; deeper rows go byte by byte (up to MAX_DEPTH). */
 const ROW_DEPTH = 8

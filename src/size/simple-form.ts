@@ -21,13 +21,17 @@ const CONTENT_TYPE =
 const DISPOSITION = /^content-disposition: form-data; name="([\x20\x21\x23-\x5b\x5d-\x7e]+)"$/i
 const CRLF = Buffer.from('\r\n')
 
-/** The fields of a plain multipart form, in order, or null when busboy must read it. */
-export function simpleFormFields(body: Buffer, contentType: string): [string, string][] | null {
+/** The boundary of a content type written as clients write it, or null (busboy reads the form). */
+export function simpleFormBoundary(contentType: string): string | null {
   const type = CONTENT_TYPE.exec(contentType)
-  if (type === null) return null
-  const boundary = type[1] ?? type[2]!
-  const open = Buffer.from(`--${boundary}`, 'latin1')
+  return type === null ? null : (type[1] ?? type[2]!)
+}
+
+/** The fields of a plain multipart form, in order, or null when busboy must read it. */
+export function simpleFormFields(body: Buffer, boundary: string): [string, string][] | null {
   const delimiter = Buffer.from(`\r\n--${boundary}`, 'latin1')
+  // The first delimiter opens the body, without the line end before it.
+  const open = delimiter.subarray(2)
   if (body.length < open.length || body.compare(open, 0, open.length, 0, open.length) !== 0)
     return null
   const out: [string, string][] = []

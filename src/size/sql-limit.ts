@@ -141,7 +141,7 @@ export const MAX_SQL_DEPTH = 512
  * Splits SQL into tokens, parentheses as nested groups; null when they nest deeper than
  * MAX_SQL_DEPTH. Never throws: an unclosed run ends the text.
  */
-function tokenize(sql: string, reading: Reading = BASE_READING): Tok[] | null {
+function tokenize(sql: string, reading: Reading): Tok[] | null {
   const root: Tok[] = []
   const stack: Tok[][] = [root]
   let out = root

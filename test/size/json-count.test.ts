@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { rng } from '../helpers/rng.js'
 import {
   arrayElement,
   foldKey,
@@ -6,10 +7,6 @@ import {
   JsonSyntaxError,
   MAX_DEPTH,
 } from '../../src/size/json-count.js'
-
-function rng(seed: number) {
-  return () => (seed = (seed * 48271) % 2147483647) / 2147483647
-}
 
 /** Random JSON-ish text: valid values, with a share of small corruptions. */
 function generate(r: () => number, depth = 0): string {

@@ -1,13 +1,10 @@
 import FormData from 'form-data'
 import { describe, expect, it } from 'vitest'
+import { rng } from '../helpers/rng.js'
 import { PartHeaderScanner } from '../../src/size/part-headers.js'
-import { simpleFormFields } from '../../src/size/simple-form.js'
+import { simpleFormBoundary, simpleFormFields } from '../../src/size/simple-form.js'
 import { formFields, formParser } from '../../src/size/form-fields.js'
 import type { HeldBody } from '../../src/size/body-buffer.js'
-
-function rng(seed: number) {
-  return () => (seed = (seed * 48271) % 2147483647) / 2147483647
-}
 
 /** Every field busboy reads, in order, configured as formFields configures it; or its error. */
 function viaBusboy(body: Buffer, contentType: string): Promise<[string, string][] | string> {
@@ -27,6 +24,12 @@ function viaBusboy(body: Buffer, contentType: string): Promise<[string, string][
   })
 }
 
+/** A form as formFields reads it without busboy: its content type, then its bytes. */
+function simpleForm(body: Buffer, contentType: string): [string, string][] | null {
+  const boundary = simpleFormBoundary(contentType)
+  return boundary === null ? null : simpleFormFields(body, boundary)
+}
+
 function held(body: Buffer): HeldBody {
   return {
     length: body.length,
@@ -44,7 +47,7 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
     form.append('convert_keys', 'true')
     const body = form.getBuffer()
     const type = form.getHeaders()['content-type'] as string
-    const simple = simpleFormFields(body, type)
+    const simple = simpleForm(body, type)
     expect(simple).not.toBeNull()
     expect(simple).toEqual(await viaBusboy(body, type))
     // And formFields answers the same through it.
@@ -100,7 +103,7 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
         `multipart/form-data; boundary=${boundary}`,
         `multipart/form-data; charset=utf-8; boundary=${boundary}`,
       ])
-      const simple = simpleFormFields(body, type)
+      const simple = simpleForm(body, type)
       if (simple === null) continue
       simpleCount++
       expect(simple, body.toString('latin1')).toEqual(await viaBusboy(body, type))
@@ -118,9 +121,9 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
       Buffer.from(`--XyZ\r\n${head}\r\n\r\n${value}\r\n--XyZ--\r\n`)
     const plain = 'Content-Disposition: form-data; name="sql"'
     const T = 'multipart/form-data; boundary=XyZ'
-    expect(simpleFormFields(part(plain), T)).toEqual([['sql', 'SELECT 1']])
+    expect(simpleForm(part(plain), T)).toEqual([['sql', 'SELECT 1']])
     // The content type as clients write it, quoted or not; any other way goes to busboy.
-    expect(simpleFormFields(part(plain), 'Multipart/Form-Data; boundary="XyZ"')).not.toBeNull()
+    expect(simpleForm(part(plain), 'Multipart/Form-Data; boundary="XyZ"')).not.toBeNull()
     for (const other of [
       'multipart/form-data; boundary=XyZ; charset=utf-8',
       'multipart/form-data; boundary = XyZ',
@@ -129,18 +132,18 @@ describe('simpleFormFields: the SQL form read without busboy (issue #47)', () =>
       'multipart/form-data; boundary=XyZ ',
       'multipart/mixed; boundary=XyZ',
     ])
-      expect(simpleFormFields(part(plain), other), other).toBeNull()
-    expect(simpleFormFields(Buffer.concat([Buffer.from('x\r\n'), part(plain)]), T)).toBeNull()
-    expect(simpleFormFields(Buffer.from(`--XyZ \r\n${plain}\r\n\r\n1\r\n--XyZ--`), T)).toBeNull()
-    expect(simpleFormFields(part(`${plain}\r\nContent-Transfer-Encoding: base64`), T)).toBeNull()
-    expect(simpleFormFields(part(`${plain}; filename="a"`), T)).toBeNull()
-    expect(simpleFormFields(part(plain, '\ufeffSELECT 1'), T)).toBeNull()
+      expect(simpleForm(part(plain), other), other).toBeNull()
+    expect(simpleForm(Buffer.concat([Buffer.from('x\r\n'), part(plain)]), T)).toBeNull()
+    expect(simpleForm(Buffer.from(`--XyZ \r\n${plain}\r\n\r\n1\r\n--XyZ--`), T)).toBeNull()
+    expect(simpleForm(part(`${plain}\r\nContent-Transfer-Encoding: base64`), T)).toBeNull()
+    expect(simpleForm(part(`${plain}; filename="a"`), T)).toBeNull()
+    expect(simpleForm(part(plain, '\ufeffSELECT 1'), T)).toBeNull()
     const bad = Buffer.concat([
       Buffer.from(`--XyZ\r\n${plain}\r\n\r\n`),
       Buffer.from([0xc3]),
       Buffer.from('\r\n--XyZ--'),
     ])
-    expect(simpleFormFields(bad, T)).toBeNull()
-    expect(simpleFormFields(Buffer.from(`--XyZ\r\n${plain}\r\n\r\n1\r\n--XyZ--x`), T)).toBeNull()
+    expect(simpleForm(bad, T)).toBeNull()
+    expect(simpleForm(Buffer.from(`--XyZ\r\n${plain}\r\n\r\n1\r\n--XyZ--x`), T)).toBeNull()
   })
 })

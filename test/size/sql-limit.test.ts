@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { rng } from '../helpers/rng.js'
 import { MAX_SQL_DEPTH, readingsOf, sqlRowLimit, strictRowLimit } from '../../src/size/sql-limit.js'
 
 // SPEC §4 / issue #15: the LIMIT reader against the service's own SQL and every trick found.
@@ -103,10 +104,6 @@ describe("sqlRowLimit: counts the top-level LIMIT of the service's SQL", () => {
 })
 
 /** A seeded generator, so a failure names its case. */
-function rng(seed: number) {
-  return () => (seed = (seed * 48271) % 2147483647) / 2147483647
-}
-
 /**
  * The naive oracle: strip strings and comments, then read the LIMITs outside parentheses; the
  * largest, over the two ways of reading a backslash in a string (MySQL's escape, and the
