@@ -2,6 +2,7 @@ import type { FileHandle } from 'node:fs/promises'
 import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { BodyPace, type SetTimer } from './body-pace.js'
+import { ChunkGather } from './chunk-gather.js'
 import { openUnlinkedTemp } from './temp-file.js'
 import { bodyTurns, type TurnShare } from './turn-share.js'
 
@@ -104,6 +105,9 @@ export interface HolderOptions {
 class Holder implements HeldBody {
   length = 0
   private mem: Buffer[] = []
+  /** Small pieces copied into blocks, in memory and on their way to the file alike. */
+  private readonly gather = new ChunkGather()
+  private readonly keepInMemory = (b: Buffer): void => void this.mem.push(b)
   private file: FileHandle | null = null
   /** Set at the first chunk that did not fit in memory: from then on every chunk goes to the file. */
   private spilling = false
@@ -160,9 +164,17 @@ class Holder implements HeldBody {
     }
     this.length += n
     if (!this.spilling) {
-      this.mem.push(chunk)
+      this.gather.add(chunk, this.keepInMemory)
       return null
     }
+    const ready: Buffer[] = []
+    this.gather.add(chunk, (b) => ready.push(b))
+    // A small piece waits in its block (at most MAX_BLOCK bytes) for the next write.
+    return ready.length === 0 && this.mem.length === 0 ? null : this.writeOut(ready)
+  }
+
+  /** Writes what waited in memory, then `ready`, after the writes before. */
+  private writeOut(ready: Buffer[]): Promise<void> {
     // Writes run one after another; after a failure every later one fails too.
     const write = this.writing.then(async () => {
       const fh = await this.ensureFile()
@@ -172,14 +184,20 @@ class Holder implements HeldBody {
         this.mem = []
         for (const c of held) await writeAll(fh, c)
       }
-      await writeAll(fh, chunk)
+      for (const c of ready) await writeAll(fh, c)
     })
     this.writing = write
     return write
   }
 
-  /** Every write done (or the first failure). */
+  /** Every byte taken is in memory's list or written (or the first failure). */
   settled(): Promise<unknown> {
+    if (!this.spilling) this.gather.seal(this.keepInMemory)
+    else {
+      const ready: Buffer[] = []
+      this.gather.seal((b) => ready.push(b))
+      if (ready.length > 0) void this.writeOut(ready).catch(() => {})
+    }
     return this.writing
   }
 
@@ -190,13 +208,19 @@ class Holder implements HeldBody {
   }
 
   chunks(): Iterable<Buffer> | AsyncIterable<Buffer> {
+    void this.settled()
     if (!this.spilling) return this.mem
-    return readRange(this.file!, 0, this.length)
+    return this.fileChunks()
+  }
+
+  private async *fileChunks(): AsyncGenerator<Buffer> {
+    await this.writing
+    yield* readRange(this.file!, 0, this.length)
   }
 
   async slice(start: number, end: number): Promise<Buffer> {
+    await this.settled()
     if (this.spilling) {
-      await this.writing
       const out = Buffer.alloc(end - start)
       let at = 0
       while (at < out.length) {
@@ -225,6 +249,7 @@ class Holder implements HeldBody {
     this.budget.giveAll(this.client, this.memoryTaken, this.diskTaken)
     this.memoryTaken = this.diskTaken = 0
     this.mem = []
+    this.gather.seal(() => {})
     await this.writing.catch(() => {})
     const fh = this.opening === null ? null : await this.opening.catch(() => null)
     await fh?.close().catch(() => {})

@@ -1,9 +1,13 @@
 import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
+import { INSPECTABLE, liveHeapMb } from '../helpers/live-heap.js'
+import { metricOf } from '../helpers/metrics.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { until } from '../helpers/until.js'
 
 // Issue #15 / #20: a 16 MiB body under max_body_bytes is counted as it arrives and held as its
 // raw bytes (no parse tree) until it is forwarded whole.
@@ -115,4 +119,50 @@ describe('size checks with bounded memory (issue #15)', () => {
     expect(answers.map((a) => a.status)).toEqual(Array(10).fill(400))
     expect(rssMb(pid) - before).toBeLessThan(50)
   })
+})
+
+describe('a body in 1-byte chunks is held as its bytes (SPEC §4)', () => {
+  let up: StubUpstream
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    up = await startStubUpstream()
+    gw = await startGateway(testYaml(up.url, 'rate_limits: { base: unlimited }'), {
+      env: INSPECTABLE,
+    })
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it('512 KiB of a chunked append sent 1 byte a chunk, and not ended: the live heap grows by under 16 MB', async () => {
+    // Node copies each chunk of a chunked body into a Buffer of its own: held as they came, these
+    // took some 90 MB of heap (0.7.7), for 512 KiB counted against buffer_bytes.
+    const bytes = 512 * 1024
+    const before = await liveHeapMb(gw)
+    const sock = connect(gw.port, '127.0.0.1')
+    sock.write(
+      `POST ${rowsPath} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+        'Transfer-Encoding: chunked\r\n\r\n1\r\n[\r\n'
+    )
+    const group = Buffer.from('1\r\n \r\n'.repeat(8192))
+    for (let sent = 1; sent < bytes; sent += 8192) sock.write(group)
+    try {
+      await until(
+        'the body held',
+        () => metricOf(gw.adminUrl, 'basegate_body_buffered_bytes'),
+        (held) => held >= bytes,
+        { timeoutMs: 30_000, everyMs: 100 }
+      )
+      const grown = (await liveHeapMb(gw)) - before
+      expect(grown).toBeLessThan(16)
+    } finally {
+      sock.destroy()
+    }
+    await until(
+      'the body freed',
+      () => metricOf(gw.adminUrl, 'basegate_body_buffered_bytes'),
+      (held) => held === 0
+    )
+  }, 60_000)
 })
