@@ -196,7 +196,7 @@ export class Metrics {
   readonly connectionsRefused = counter(
     this.registry,
     'basegate_connections_refused_total',
-    'Client connections closed at once past a cap (SPEC §4), by cap: max_connections, max_connections_per_client',
+    'Client connections closed at once past a cap (SPEC §4), by cap: max_connections, max_connections_per_client, pipelined (more than 16 pipelined requests waiting)',
     ['cap'] as const
   )
   readonly connectionsYielded = counter(

@@ -8,6 +8,7 @@ import { jsonError } from '../http/respond.js'
 import type { Logger } from '../observe/log.js'
 import type { Metrics } from '../observe/metrics.js'
 import { peerAddress } from '../request/client-ip.js'
+import { MAX_PIPELINED } from './pipelined.js'
 import type { Config } from '../types.js'
 
 // SPEC §4 "Connections": at most listen.max_connections client connections at once, and at
@@ -27,7 +28,9 @@ const LOG_MEMORY = 10_000
 export const CONNECTION_MESSAGE =
   'too many connections are open (listen.max_connections or listen.max_connections_per_client); try again shortly'
 
-export type ConnectionCap = 'max_connections' | 'max_connections_per_client'
+export const PIPELINED_MESSAGE = `more than ${MAX_PIPELINED} pipelined requests waited on one connection; send the rest on a new connection`
+
+export type ConnectionCap = 'max_connections' | 'max_connections_per_client' | 'pipelined'
 
 /** The soft limit on open files of this process (Linux: /proc/self/limits); null when unknown. */
 export function openFileLimit(
@@ -221,14 +224,35 @@ export class ConnectionCaps {
       silent.cancel()
       timer.cancel()
     })
+    const caps = this.deps.caps()
+    this.logOnce(client, cap, cap === 'max_connections' ? caps.total : caps.perClient)
+  }
+
+  /**
+   * A pipelined request past those a connection may have waiting (pipelined.ts), in its turn:
+   * 503, and the connection closes (the requests after it are never started).
+   */
+  refusePipelined(req: IncomingMessage, res: ServerResponse): void {
+    const socket = req.socket
+    this.deps.metrics?.connectionsRefused.labels('pipelined').inc()
+    const client = this.clientOf.get(socket) ?? peerAddress(socket.remoteAddress)
+    this.logOnce(client, 'pipelined', MAX_PIPELINED)
+    const { headers, body } = jsonError(PIPELINED_MESSAGE, {
+      'retry-after': '1',
+      connection: 'close',
+    })
+    res.writeHead(503, headers)
+    res.end(body)
+  }
+
+  private logOnce(client: string, cap: ConnectionCap, limit: number): void {
     const now = this.deps.clock.monotonic()
     const last = this.logged.get(client)
     if (last !== undefined && now - last < LOG_EVERY_MS) return
     if (this.logged.size >= LOG_MEMORY) this.logged.clear()
     this.logged.set(client, now)
-    const caps = this.deps.caps()
     this.deps.logger.warn(
-      { client, cap, limit: cap === 'max_connections' ? caps.total : caps.perClient },
+      { client, cap, limit },
       'a connection past a cap was closed (logged once a minute per client)'
     )
   }

@@ -14,6 +14,7 @@ import { MAX_SUBJECTS, UsageRecorder } from '../usage/recorder.js'
 import { MAX_SERIES, ShapeRecorder } from '../tuning/recorder.js'
 import type { BatchedFront } from '../batch/recorder.js'
 import { holdContinue } from '../http/continue.js'
+import { waitTurn } from './pipelined.js'
 import { createForwarder, type Forwarder } from '../http/proxy.js'
 import type { Config } from '../types.js'
 import { resolveWorkers } from './worker-count.js'
@@ -75,13 +76,20 @@ function createProxyServer(config: Config, gateway: Gateway, caps: ConnectionCap
     connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
   }
   const tls = config.listen.tls
-  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+  const begin = (req: IncomingMessage, res: ServerResponse): void => {
     const socket = req.socket
-    if (caps.isRefused(socket)) return caps.answer(req, res)
     // SPEC §4: a connection with a call in progress never yields to a newcomer.
     caps.began(socket)
     res.once('close', () => caps.ended(socket))
     gateway.handleRequest(req, res)
+  }
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const socket = req.socket
+    if (caps.isRefused(socket)) return caps.answer(req, res)
+    if (res.socket !== null) return begin(req, res)
+    // Pipelined behind an unfinished answer: it waits its turn (pipelined.ts).
+    const refuse = () => caps.refusePipelined(req, res)
+    if (!waitTurn(socket, res, () => begin(req, res), refuse)) socket.destroy()
   }
   // listen.tls: HTTPS on the proxy port (the files were read and checked at load).
   const proxy: Server =
