@@ -102,19 +102,29 @@ export async function* paced(
   now: () => number,
   pace?: BodyPace
 ): AsyncGenerator<Buffer> {
-  let fail: (err: Error) => void = () => {}
-  const tooSlow = new Promise<never>((_, reject) => (fail = reject))
-  tooSlow.catch(() => {})
-  const slow = () =>
-    fail(Object.assign(new Error('the request body came too slowly'), { code: TOO_SLOW }))
-  const watch = pace ?? new BodyPace(rate, setTimer, slow, now)
-  watch.onSlow = slow
+  // Not Promise.race against one promise that settles when the body is too slow: each race
+  // left a reaction on it holding its result, so every chunk streamed stayed in memory until
+  // the body ended (a 128 MiB upload held 128 MiB). A promise a chunk, woken by either side.
+  let slowed = false
+  let wake: (() => void) | null = null
+  const watch = pace ?? new BodyPace(rate, setTimer, () => {}, now)
+  watch.onSlow = () => {
+    slowed = true
+    wake?.()
+  }
   const it = source[Symbol.asyncIterator]()
   try {
     for (;;) {
       watch.hold(false)
-      const r = await Promise.race([it.next(), tooSlow])
+      const r = await new Promise<IteratorResult<Buffer> | null>((resolve, reject) => {
+        if (slowed) return resolve(null)
+        wake = () => resolve(null)
+        it.next().then(resolve, reject)
+      })
+      wake = null
       watch.hold(true)
+      if (r === null)
+        throw Object.assign(new Error('the request body came too slowly'), { code: TOO_SLOW })
       if (r.done === true) return
       watch.add(r.value.length)
       yield r.value

@@ -4,7 +4,7 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-process.js'
 import { send } from '../helpers/http.js'
-import { INSPECTABLE, liveHeapMb } from '../helpers/live-heap.js'
+import { INSPECTABLE, liveHeapMb, liveMemory } from '../helpers/live-heap.js'
 import { metricOf } from '../helpers/metrics.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
 import { until } from '../helpers/until.js'
@@ -121,11 +121,16 @@ describe('size checks with bounded memory (issue #15)', () => {
   })
 })
 
-describe('a body in 1-byte chunks is held as its bytes (SPEC §4)', () => {
+describe('held and streamed bodies take their bytes, however they are cut (SPEC §4)', () => {
   let up: StubUpstream
   let gw: GatewayProcess
+  let streamed = 0
   beforeAll(async () => {
     up = await startStubUpstream()
+    up.handle((req, res) => {
+      req.on('data', (c: Buffer) => (streamed += c.length))
+      req.on('end', () => res.end('{}'))
+    })
     gw = await startGateway(testYaml(up.url, 'rate_limits: { base: unlimited }'), {
       env: INSPECTABLE,
     })
@@ -164,5 +169,43 @@ describe('a body in 1-byte chunks is held as its bytes (SPEC §4)', () => {
       () => metricOf(gw.adminUrl, 'basegate_body_buffered_bytes'),
       (held) => held === 0
     )
+  }, 60_000)
+
+  it('an upload streamed on past its read-ahead, not ended: what the server took is not kept (64 MiB, under 16 MB more)', async () => {
+    // 0.7.7 kept every chunk it had streamed until the body ended (a race against the pace
+    // watch held each): a 64 MiB upload held 64 MiB of Buffers.
+    const before = await liveMemory(gw)
+    const sock = connect(gw.port, '127.0.0.1')
+    sock.on('error', () => {})
+    sock.write(
+      'POST /seafhttp/upload-api/0f1e2d3c HTTP/1.1\r\nHost: x\r\n' +
+        'Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n'
+    )
+    const piece = Buffer.alloc(65_536, 0x61)
+    const frame = Buffer.concat([Buffer.from('10000\r\n'), piece, Buffer.from('\r\n')])
+    let sent = 0
+    await new Promise<void>((resolve) => {
+      const pump = (): void => {
+        while (sent < 64 * 1024 * 1024) {
+          sent += piece.length
+          if (!sock.write(frame)) return void sock.once('drain', pump)
+        }
+        resolve()
+      }
+      pump()
+    })
+    try {
+      await until(
+        'the upload streamed',
+        () => streamed,
+        (n) => n >= 60 * 1024 * 1024,
+        { timeoutMs: 30_000 }
+      )
+      const after = await liveMemory(gw)
+      const grown = after.heapMb + after.arrayBuffersMb - before.heapMb - before.arrayBuffersMb
+      expect(grown).toBeLessThan(16)
+    } finally {
+      sock.destroy()
+    }
   }, 60_000)
 })

@@ -11,6 +11,16 @@ export const INSPECTABLE = { NODE_OPTIONS: '--inspect=127.0.0.1:0' }
 
 /** The heap in use (MB) after two full collections. */
 export async function liveHeapMb(gw: GatewayProcess): Promise<number> {
+  return (await liveMemory(gw)).heapMb
+}
+
+/**
+ * After two full collections: the heap in use, and the memory of Buffers outside it (MB; a
+ * large Buffer's bytes are not in the heap).
+ */
+export async function liveMemory(
+  gw: GatewayProcess
+): Promise<{ heapMb: number; arrayBuffersMb: number }> {
   const m = /ws:\/\/127\.0\.0\.1:\d+\/[0-9a-f-]+/.exec(gw.stderr())
   if (m === null) throw new Error(`no inspector address in: ${gw.stderr()}`)
   const ws = new WebSocket(m[0])
@@ -24,16 +34,19 @@ export async function liveHeapMb(gw: GatewayProcess): Promise<number> {
     const msg = JSON.parse(String(e.data)) as { id?: number; result?: Record<string, unknown> }
     if (msg.id !== undefined) pending.get(msg.id)?.(msg.result ?? {})
   }
-  const send = (method: string) =>
+  const send = (method: string, params: Record<string, unknown> = {}) =>
     new Promise<Record<string, unknown>>((resolve) => {
       pending.set(++id, resolve)
-      ws.send(JSON.stringify({ id, method }))
+      ws.send(JSON.stringify({ id, method, params }))
     })
   try {
     await send('HeapProfiler.collectGarbage')
     await send('HeapProfiler.collectGarbage')
     const { usedSize } = (await send('Runtime.getHeapUsage')) as { usedSize: number }
-    return usedSize / 2 ** 20
+    const { result } = (await send('Runtime.evaluate', {
+      expression: 'process.memoryUsage().arrayBuffers',
+    })) as { result: { value: number } }
+    return { heapMb: usedSize / 2 ** 20, arrayBuffersMb: result.value / 2 ** 20 }
   } finally {
     ws.close()
   }

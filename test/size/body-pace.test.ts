@@ -1,3 +1,5 @@
+import v8 from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { BodyPace, paced, TOO_SLOW } from '../../src/size/body-pace.js'
 import { FakeClock } from '../helpers/clock.js'
@@ -108,5 +110,37 @@ describe('paced', () => {
     for (let s = 0; s < 10; s++) clock.advance(1000)
     await expect(next).rejects.toMatchObject({ code: TOO_SLOW })
     release()
+  })
+
+  it('a chunk passed on is not kept: 64 MiB streamed, the chunks before the last are collected', async () => {
+    // 0.7.7 raced every chunk against one promise that settles only when the body is too slow:
+    // each race left a reaction on it holding the chunk, so an upload held all it had streamed.
+    v8.setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const clock = new FakeClock(0)
+    const setTimer = (fn: () => void, ms: number) => {
+      const t = clock.setTimer(fn, ms)
+      return () => t.cancel()
+    }
+    const gone = new Set<number>()
+    const registry = new FinalizationRegistry<number>((i) => gone.add(i))
+    async function* source() {
+      for (let i = 0; i < 1024; i++) {
+        const chunk = Buffer.alloc(64 * 1024, i)
+        registry.register(chunk, i)
+        yield chunk
+      }
+    }
+    const it = paced(source(), 100, setTimer, () => clock.monotonic())
+    let bytes = 0
+    for (let i = 0; i < 1024; i++) bytes += (await it.next()).value!.length
+    expect(bytes).toBe(64 * 1024 * 1024)
+    for (let i = 0; i < 5 && gone.size < 1000; i++) {
+      gc()
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    // Still mid-stream (the source has not ended): what passed must be free already.
+    expect(gone.size).toBeGreaterThan(1000)
+    await it.return(undefined)
   })
 })
