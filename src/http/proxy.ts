@@ -6,6 +6,7 @@ import { connectionTokens, HOP_BY_HOP } from '../request/hop-by-hop.js'
 import { peerAddress } from '../request/client-ip.js'
 import { sendJsonError } from './respond.js'
 import { paced, TOO_SLOW, type BodyPace } from '../size/body-pace.js'
+import { gatherStream } from '../size/chunk-gather.js'
 import type { AnswerSpool } from './answer-spool.js'
 import { AnswerRelay, type RelayEvents } from './answer-relay.js'
 import { tooSlowMessage } from '../size/check.js'
@@ -208,7 +209,7 @@ function wentAway(): Error {
 
 /** What undici sends: the held body, or the request's own, paced where the client still sends it. */
 function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['upload'] | null {
-  const source = f.upload ?? (hasBody(f.req) ? f.req : null)
+  const source = f.upload ?? (hasBody(f.req) ? gatherStream(f.req) : null)
   const rate = f.minBodyRate ?? 0
   if (source === null || rate === 0 || f.paced !== true) return source
   const setTimer = (fn: () => void, ms: number) => {

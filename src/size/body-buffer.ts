@@ -2,7 +2,7 @@ import type { FileHandle } from 'node:fs/promises'
 import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { BodyPace, type SetTimer } from './body-pace.js'
-import { ChunkGather } from './chunk-gather.js'
+import { ChunkGather, gatherStream } from './chunk-gather.js'
 import { openUnlinkedTemp } from './temp-file.js'
 import { bodyTurns, type TurnShare } from './turn-share.js'
 
@@ -491,5 +491,5 @@ export async function* heldThenRest(
   yield* body.chunks()
   if (pending !== undefined) yield pending
   req.resume()
-  for await (const c of req) yield c as Buffer
+  yield* gatherStream(req as AsyncIterable<Buffer>)
 }

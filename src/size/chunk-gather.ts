@@ -59,3 +59,54 @@ function copyOf(b: Buffer): Buffer {
   b.copy(c)
   return c
 }
+
+/**
+ * A streamed body's chunks, the small ones gathered (up to MAX_BLOCK) with those that arrive in
+ * the same turn of the loop. Node hands a chunked body over a chunk at a time, each in its own
+ * tick, so passed on as they came, a body of 1-byte chunks cost a write to the server for each
+ * (7.8 µs of CPU for every 6 bytes the client sent, and the server read them one by one).
+ */
+export async function* gatherStream(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const it = source[Symbol.asyncIterator]()
+  // A read still waiting when the turn ended: the next gather's first.
+  let next: Promise<IteratorResult<Buffer>> | null = null
+  let done = false
+  try {
+    for (;;) {
+      const first = await (next ?? it.next())
+      next = null
+      if (first.done === true) return void (done = true)
+      if (first.value.length >= KEEP_WHOLE) {
+        yield first.value
+        continue
+      }
+      const parts = [first.value]
+      let size = first.value.length
+      let large: Buffer | null = null
+      const turnEnds = new Promise<null>((resolve) => setImmediate(resolve, null))
+      while (size < MAX_BLOCK) {
+        next = it.next()
+        const r = await Promise.race([next, turnEnds])
+        if (r === null) break
+        next = null
+        if (r.done === true) {
+          done = true
+          break
+        }
+        if (r.value.length >= KEEP_WHOLE) {
+          large = r.value
+          break
+        }
+        parts.push(r.value)
+        size += r.value.length
+      }
+      yield parts.length === 1 ? parts[0]! : Buffer.concat(parts, size)
+      if (large !== null) yield large
+      if (done) return
+    }
+  } finally {
+    // A reader that stops early stops the source too (a request stream is destroyed); not
+    // awaited, as a read may still be waiting on it.
+    if (!done) void it.return?.()?.catch(() => {})
+  }
+}

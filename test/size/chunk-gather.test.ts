@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ChunkGather, KEEP_WHOLE, MAX_BLOCK } from '../../src/size/chunk-gather.js'
+import { ChunkGather, gatherStream, KEEP_WHOLE, MAX_BLOCK } from '../../src/size/chunk-gather.js'
 import { rng } from '../helpers/rng.js'
 
 // SPEC §4: a held body's memory is its raw bytes, however small the pieces it came in.
@@ -69,5 +69,54 @@ describe('ChunkGather', () => {
       const large = lengths.filter((n) => n >= KEEP_WHOLE).length
       expect(kept.length).toBeLessThanOrEqual(8 * (large + 1) + (2 * bytes) / MAX_BLOCK)
     }
+  })
+})
+
+describe('gatherStream', () => {
+  /** A source that hands `lengths` over as Node does a chunked body: each in a tick of its own. */
+  async function* ticks(lengths: number[], turns: number[] = []) {
+    for (let i = 0; i < lengths.length; i++) {
+      // A new turn of the loop before the chunks listed in `turns`.
+      if (turns.includes(i)) await new Promise((r) => setImmediate(r))
+      else await new Promise<void>((r) => process.nextTick(r))
+      yield Buffer.alloc(lengths[i]!, i % 251)
+    }
+  }
+  const all = async (src: AsyncIterable<Buffer>) => {
+    const out: Buffer[] = []
+    for await (const b of src) out.push(b)
+    return out
+  }
+
+  it('small chunks of one turn go on together, about a block at most; large ones as they came; every byte in order', async () => {
+    const lengths = [...Array<number>(40_000).fill(1), KEEP_WHOLE, 3, 3]
+    const want = Buffer.concat(await all(ticks(lengths)))
+    const out = await all(gatherStream(ticks(lengths)))
+    expect(Buffer.concat(out).equals(want)).toBe(true)
+    expect(out.length).toBeLessThanOrEqual(Math.ceil(40_000 / MAX_BLOCK) + 3)
+    expect(out.every((b) => b.length < MAX_BLOCK + KEEP_WHOLE)).toBe(true)
+    expect(out.some((b) => b.length === KEEP_WHOLE)).toBe(true)
+  })
+
+  it('a chunk is not held past its turn: those of the next turn go on apart', async () => {
+    const out = await all(gatherStream(ticks([1, 1, 1, 1, 1, 1], [3])))
+    expect(out.map((b) => b.length)).toEqual([3, 3])
+  })
+
+  it('a reader that stops early stops the source', async () => {
+    let returned = false
+    async function* endless() {
+      try {
+        for (;;) yield await Promise.resolve(Buffer.alloc(KEEP_WHOLE))
+      } finally {
+        returned = true
+      }
+    }
+    for await (const b of gatherStream(endless())) {
+      expect(b.length).toBe(KEEP_WHOLE)
+      break
+    }
+    await new Promise((r) => setImmediate(r))
+    expect(returned).toBe(true)
   })
 })
