@@ -3,7 +3,7 @@ import type { HeldBody } from './body-buffer.js'
 import { headerParams, type EncodingRefusal } from './encoding.js'
 import { foldKey } from './json-count.js'
 import { PartHeaderScanner } from './part-headers.js'
-import { simpleFormBoundary, simpleFormFields } from './simple-form.js'
+import { MAX_FORM_FIELDS, simpleFormBoundary, simpleFormFields } from './simple-form.js'
 
 // SPEC §4: the SQL endpoints also take form bodies: the service's own JS client
 // (dtable-web-api's querySql) posts `sql` as multipart/form-data. Fields are read from the held
@@ -14,6 +14,8 @@ export type FormKind = 'multipart' | 'urlencoded'
 
 /** The largest form read without busboy (a SQL form is a few KB; larger ones stream through busboy). */
 const SIMPLE_FORM_BYTES = 1024 * 1024
+
+const TOO_MANY_FIELDS = `the form has more than ${MAX_FORM_FIELDS} fields`
 
 /** The form kind a content-type names, or null (a JSON body). */
 export function formKindOf(contentType: string | undefined): FormKind | null {
@@ -28,7 +30,7 @@ export function formParser(contentType: string, bodyLength: number): InstanceTyp
   // No field is cut short: max_body_bytes already bounds the whole body.
   return new Busboy({
     headers: { 'content-type': contentType },
-    limits: { fieldSize: bodyLength },
+    limits: { fieldSize: bodyLength, parts: MAX_FORM_FIELDS },
   })
 }
 
@@ -46,8 +48,9 @@ export async function formFields(
     if (as !== undefined) out.get(as)!.push(value)
   }
   if (formKindOf(contentType) === 'urlencoded') {
-    const text = (await body.slice(0, body.length)).toString('utf8')
-    for (const [k, v] of new URLSearchParams(text)) keep(k, v)
+    const bytes = await body.slice(0, body.length)
+    if (urlencodedFields(bytes) > MAX_FORM_FIELDS) return { error: TOO_MANY_FIELDS }
+    for (const [k, v] of new URLSearchParams(bytes.toString('utf8'))) keep(k, v)
     return out
   }
   // A small form held in memory in the shape every reader reads alike: read here (simple-form.ts).
@@ -68,9 +71,16 @@ export async function formFields(
   // SPEC §4: each part's own headers, read from the raw bytes (busboy does not show them all).
   const boundary = headerParams(contentType).find((p) => p.name === 'boundary')?.value ?? ''
   const parts = new PartHeaderScanner(boundary)
+  let tooMany = false
   return new Promise((resolve) => {
     bb.on('field', (name, value) => keep(name, value))
     bb.on('file', (_name, stream) => stream.resume())
+    bb.on('partsLimit', () => {
+      // The rest is not read (the loop below stops): a refusal found before it still wins.
+      tooMany = true
+      const r = parts.refusal
+      resolve(r !== null ? { error: r.message, status: r.status } : { error: TOO_MANY_FIELDS })
+    })
     bb.on('finish', () => {
       const r = parts.refusal
       resolve(r === null ? out : { error: r.message, status: r.status })
@@ -85,8 +95,22 @@ export async function formFields(
       for await (const c of body.chunks()) {
         parts.write(c)
         bb.write(c)
+        if (tooMany) return
       }
       bb.end()
     })().catch(() => resolve({ error: 'the multipart body could not be read' }))
   })
+}
+
+/** The fields of an urlencoded form: its non-empty `&`-separated sequences (WHATWG's reading). */
+function urlencodedFields(bytes: Buffer): number {
+  let n = 0
+  let from = 0
+  for (;;) {
+    const amp = bytes.indexOf(0x26, from)
+    const end = amp === -1 ? bytes.length : amp
+    if (end > from) n++
+    if (amp === -1 || n > MAX_FORM_FIELDS) return n
+    from = amp + 1
+  }
 }
