@@ -15,6 +15,7 @@ import type {
 } from '../types.js'
 import { baseUuidOfPath } from '../request/base-uuid.js'
 import { compilePathPattern } from '../request/path-pattern.js'
+import { MEMO_KEY_MAX } from '../request/memo.js'
 
 // SPEC §3, compiled once per configuration: the per-request work is a few string compares,
 // one scan of the path's segments for a UUID, and the rules' regexes.
@@ -225,7 +226,7 @@ function memoized(
     const known = byPath?.get(path)
     if (known !== undefined) return withMonth(known, nowMs)
     const p = plan(method, path, clientIpKey, clientIp)
-    if (!byClient && p.c.key.charCodeAt(0) === 98 /* b: base */) {
+    if (!byClient && p.c.key.charCodeAt(0) === 98 /* b: base */ && path.length <= MEMO_KEY_MAX) {
       if (memoSize >= MEMO_PATHS) {
         memo.clear()
         memoSize = 0

@@ -7,6 +7,7 @@ import type { UsageRecorder } from '../usage/recorder.js'
 import { CEILING, familyOf, OTHERS_FAMILY, ruleWords } from '../tuning/family.js'
 import type { ShapeRecorder } from '../tuning/recorder.js'
 import { othersOf, type Keeper } from '../usage/keep.js'
+import { MEMO_KEY_MAX } from '../request/memo.js'
 
 // SPEC §5 at a call's end (spine's end(), beside its line, not inside it): what the call adds
 // to the usage over time and the ledger, and whether its team's month crossed a notice's
@@ -89,6 +90,8 @@ function createFamilyCache(
       families.clear()
       cached = 0
     }
+    // A long path is not kept (memo.ts): its family is worked out each time.
+    if (path.length > MEMO_KEY_MAX) return familyOf(method, path, words)
     let byPath = families.get(method)
     if (byPath === undefined) families.set(method, (byPath = new Map()))
     let f = byPath.get(path)
