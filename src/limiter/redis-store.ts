@@ -565,7 +565,10 @@ export class RedisStore implements LimiterStore {
 
   async ready(): Promise<boolean> {
     if (this.opts.cluster) {
-      // Ready when the cluster as a whole says so (every slot served).
+      // Ready when the client is (ioredis sends CLUSTER commands before it has the slots, and
+      // refuses the scripts until then: a gateway let in on CLUSTER INFO alone found its store
+      // down at its first calls) and the cluster as a whole says so (every slot served).
+      if ((this.client as Cluster).status !== 'ready') return false
       try {
         const info = (await (this.client as Cluster).cluster('INFO')) as string
         return info.includes('cluster_state:ok')

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Agent, request } from 'undici'
+import { Cluster } from 'ioredis'
+import { systemClock } from '../../../src/clock.js'
+import { RedisStore } from '../../../src/limiter/redis-store.js'
 import { runOnce, testYaml, type Gateway } from '../../helpers/gateway-process.js'
 import { startLive, useLive } from '../../helpers/live.js'
 import { rowsPath, send } from '../../helpers/http.js'
@@ -15,7 +18,7 @@ describe('two instances on a real Redis Cluster', () => {
   // A store timeout above a loaded machine's slowest answer: one call past it is decided by
   // its instance's fallback (on_error: open, SPEC §1), which the exact bound below does not
   // allow for (61 for 60 once, under the whole suite on a slow box; 3 of 3 alone).
-  const gws = useLive(
+  const live = useLive(
     (up, cluster) =>
       testYaml(
         up.url,
@@ -27,7 +30,8 @@ rate_limits: { base: 60/min, ip_ceiling: 10/min }
 monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, plan: p, bases: ["${TEAM_BASE}"] } ] }`
       ),
     { cluster: true, instances: 2, env: { BASEGATE_USAGE_FLUSH_MS: '300' } }
-  ).gws
+  )
+  const gws = live.gws
 
   it('admits no more than the limit from a concurrent burst, across both instances', async () => {
     const agent = new Agent({ connections: 20 })
@@ -124,6 +128,26 @@ monthly: { enabled: true, plans: { p: { calls: 100 } }, teams: [ { id: acme, pla
     expect(credits.credits).toEqual([
       expect.objectContaining({ calls: 3, asked: 3, used_before: 4, used_after: 1 }),
     ])
+  })
+
+  it('a store on the Cluster is ready only once its client runs commands (boot waits for that)', async () => {
+    // ioredis sends CLUSTER INFO before it has the slots, and refuses the scripts until then:
+    // 0.7.7 let an instance in on CLUSTER INFO alone, and its first calls found the store down
+    // (its breaker then held it for down a second: 12 calls over the IP ceiling all admitted).
+    for (let round = 0; round < 5; round++) {
+      const client = new Cluster(
+        live.cluster.ports.map((port) => ({ host: '127.0.0.1', port })),
+        { enableOfflineQueue: false }
+      )
+      const store = new RedisStore(client, {
+        prefix: 'ready-test:',
+        cluster: true,
+        clock: systemClock,
+      })
+      while (!(await store.ready())) await new Promise((r) => setTimeout(r, 2))
+      await expect(client.set(`ready-test:${round}`, '1', 'PX', 10_000)).resolves.toBe('OK')
+      client.disconnect()
+    }
   })
 
   it('reports ready while the cluster serves every slot', async () => {
