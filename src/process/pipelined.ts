@@ -8,7 +8,9 @@ import type { Socket } from 'node:net'
 // and another client's call waited 18 s). As nginx and HAProxy do, a connection's calls are
 // served one at a time, in order: a request that arrives while an earlier answer on its
 // connection is unfinished waits for it, and reading stops while one waits. Node has parsed what
-// it read already, so a connection with more than MAX_PIPELINED waiting is closed.
+// it read already (a 64 KiB read holds hundreds of requests), so past MAX_PIPELINED waiting the
+// next is answered 503 in its turn and the connection closes, and past MAX_OVER more it closes
+// at once.
 
 /** Requests one connection may have waiting behind its call in progress. */
 export const MAX_PIPELINED = 16

@@ -1,8 +1,8 @@
 // SPEC §12 "what a call costs": what depends only on a request's method and path is worked out
 // once while the path stays in a bounded map (a client calling the same paths again pays one
 // lookup; a flood of made-up paths empties the map when it fills, and costs what it did before).
-// Only short keys are kept: 9,000 paths of 15 KB (Node takes a head of 16 KB) held 113 MiB in
-// these maps after a full collection (SPEC §4: nothing a stranger sends outlives its window).
+// Only short keys are kept: 4,000 made-up paths of 15 KB (Node takes a head of 16 KB) held 63 MiB
+// in these maps after a full collection (SPEC §4: nothing a stranger sends outlives its window).
 
 /** The longest key (a path, or a method and a path) a memo keeps; the service's paths are under 150. */
 export const MEMO_KEY_MAX = 512
