@@ -16,7 +16,8 @@ export type { Logger }
 export function createLogger(
   opts: { level?: string; destination?: pino.DestinationStream; worker?: number } = {}
 ): Logger {
-  const pipe = opts.destination === undefined && opts.worker === undefined ? stdoutPipe() : null
+  const worker = opts.worker !== undefined
+  const sink = opts.destination === undefined ? stdoutSink(worker) : null
   const logger = pino(
     {
       level: opts.level ?? 'info',
@@ -26,14 +27,20 @@ export function createLogger(
           : { service: 'basegate', worker: opts.worker },
       formatters: { level: (label) => ({ level: label }) },
     },
-    opts.destination ?? stdoutLines(opts.worker !== undefined, pipe)
+    opts.destination ?? stdoutLines(worker, sink!)
   )
-  if (pipe !== null) sayDrops(logger, pipe)
+  if (sink !== null) sayDrops(logger, sink)
   return logger
 }
 
+/** A sink that drops what passes its bound and says how many lines it dropped once caught up. */
+export interface DroppingSink extends LineSink {
+  readonly maxQueued: number
+  onDropped: (lines: number) => void
+}
+
 /** What a reader that fell behind lost, said through the logger once it catches up. */
-export function sayDrops(logger: Logger, pipe: PipeSink): void {
+export function sayDrops(logger: Logger, pipe: DroppingSink): void {
   pipe.onDropped = (n) =>
     logger.warn(
       { dropped_lines: n },
@@ -55,11 +62,62 @@ const MAX_WRITE = 16 * 1024
  * (4096 on Linux) to a pipe is atomic, and both the batch and SonicBoom's buffer hold whole
  * lines, so lines of two workers never mix (a stream could join queued writes past PIPE_BUF).
  */
-function stdoutLines(worker: boolean, pipe: PipeSink | null): LineBatch {
-  const maxWrite = worker ? PIPE_BUF : MAX_WRITE
-  const sink = pipe ?? pino.destination({ dest: 1, sync: false, maxWrite })
+function stdoutLines(worker: boolean, sink: DroppingSink): LineBatch {
   // The system's clock: stdout is this process's edge, as main.ts's clock is.
-  return new LineBatch(sink, maxWrite, systemClock)
+  return new LineBatch(sink, maxWriteOf(worker), systemClock)
+}
+
+const maxWriteOf = (worker: boolean) => (worker ? PIPE_BUF : MAX_WRITE)
+
+/** stdout: a pipe or a socket as a libuv stream (not in a worker), else SonicBoom; both bounded. */
+function stdoutSink(worker: boolean): DroppingSink {
+  const pipe = worker ? null : stdoutPipe()
+  if (pipe !== null) return pipe
+  return BoomSink.to(1, maxWriteOf(worker))
+}
+
+/**
+ * SonicBoom with a bound (its maxLength, MAX_QUEUED_LOG): past it a batch is dropped whole, its
+ * lines counted, and the count said once the writes catch up. Unbounded, a worker's stdout (or
+ * a file on a slow disk) held every line a flood made while its reader lagged (SPEC §4).
+ */
+export class BoomSink implements DroppingSink {
+  private dropped = 0
+  onDropped: (lines: number) => void = () => {}
+
+  /** `dest`: a file descriptor (stdout: 1) or a path; `maxWrite`: its largest write. */
+  static to(dest: number | string, maxWrite: number, maxQueued = MAX_QUEUED_LOG): BoomSink {
+    const boom = pino.destination({ dest, sync: false, maxWrite, maxLength: maxQueued })
+    return new BoomSink(boom, maxQueued)
+  }
+
+  private constructor(
+    readonly boom: ReturnType<typeof pino.destination>,
+    readonly maxQueued: number
+  ) {
+    boom.on('drop', (data: string) => {
+      for (let i = data.indexOf('\n'); i !== -1; i = data.indexOf('\n', i + 1)) this.dropped++
+    })
+    boom.on('drain', () => {
+      if (this.dropped === 0) return
+      const n = this.dropped
+      this.dropped = 0
+      this.onDropped(n)
+    })
+  }
+
+  write(chunk: string): unknown {
+    return this.boom.write(chunk)
+  }
+  flush(cb?: (err?: Error) => void): void {
+    this.boom.flush?.(cb)
+  }
+  flushSync(): void {
+    this.boom.flushSync?.()
+  }
+  end(): void {
+    this.boom.end?.()
+  }
 }
 
 /** stdout as a PipeSink when it is a pipe or a socket; else null. */
@@ -80,7 +138,7 @@ function stdoutPipe(): PipeSink | null {
 export const MAX_QUEUED_LOG = 16 * 1024 * 1024
 
 /** stdout as a non-blocking libuv stream (a pipe or a socket). */
-export class PipeSink implements LineSink {
+export class PipeSink implements DroppingSink {
   private dropped = 0
   /** Told, once the reader catches up, how many lines it lost (createLogger logs it). */
   onDropped: (lines: number) => void = () => {}

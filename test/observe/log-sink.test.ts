@@ -1,7 +1,11 @@
+import { execFileSync } from 'node:child_process'
+import { createReadStream, mkdtempSync } from 'node:fs'
 import { createServer, Socket, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import pino from 'pino'
-import { PipeSink, sayDrops } from '../../src/observe/log.js'
+import { BoomSink, PipeSink, sayDrops } from '../../src/observe/log.js'
 
 // A log reader that falls behind (a stuck shipper) may leave at most a bound queued in the
 // gateway: past it lines are dropped and counted, and the count is written once it catches up.
@@ -44,5 +48,41 @@ describe('PipeSink: a slow reader holds a bounded queue', () => {
     for (const l of received.slice(0, -1)) expect(l).toBe(line.trimEnd())
     out.destroy()
     server.close()
+  })
+})
+
+describe('BoomSink: SonicBoom (a worker, a file) holds a bounded queue too', () => {
+  it('past the bound, batches are dropped and counted, and the count is said once the writes catch up', async () => {
+    // A FIFO whose reader reads nothing until told: SonicBoom's write waits in the thread pool
+    // while lines go on coming. 0.7.7 held them all.
+    const fifo = join(mkdtempSync(join(tmpdir(), 'bg-boom-')), 'out')
+    execFileSync('mkfifo', [fifo])
+    const reader = createReadStream(fifo, { encoding: 'utf8' })
+    reader.pause()
+    const bound = 256 * 1024
+    const sink = BoomSink.to(fifo, 16 * 1024, bound)
+    const boom = sink.boom
+    await new Promise<void>((r) => boom.once('ready', () => r()))
+    sayDrops(pino({ base: null }, sink), sink)
+    const line = `${JSON.stringify({ msg: 'request', pad: 'x'.repeat(200) })}\n`
+    const batch = line.repeat(10)
+    const lines = 20_000
+    for (let i = 0; i < lines / 10; i++) sink.write(batch)
+    // What waits in the gateway: at most the bound.
+    expect((boom as unknown as { _len: number })._len).toBeLessThanOrEqual(bound)
+    let got = ''
+    reader.on('data', (d) => (got += d))
+    reader.resume()
+    await new Promise<void>((r) => {
+      const check = () => (got.includes('dropped_lines') ? r() : setTimeout(check, 10))
+      check()
+    })
+    const received = got.trimEnd().split('\n')
+    const note = JSON.parse(received.at(-1)!)
+    expect(note.dropped_lines).toBe(lines - (received.length - 1))
+    expect(note.dropped_lines).toBeGreaterThan(lines / 2)
+    for (const l of received.slice(0, -1)) expect(l).toBe(line.trimEnd())
+    boom.end()
+    reader.destroy()
   })
 })
