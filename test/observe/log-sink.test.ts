@@ -10,6 +10,26 @@ import { BoomSink, PipeSink, sayDrops } from '../../src/observe/log.js'
 // A log reader that falls behind (a stuck shipper) may leave at most a bound queued in the
 // gateway: past it lines are dropped and counted, and the count is written once it catches up.
 
+/**
+ * The reader catches up: every line it gets is `line` whole, and the last says what was dropped.
+ * How many lines were kept, and that last line.
+ */
+async function catchUp(
+  reader: NodeJS.ReadableStream,
+  line: string
+): Promise<{ kept: number; note: { dropped_lines: number } }> {
+  let got = ''
+  reader.on('data', (d: string) => (got += d))
+  reader.resume()
+  await new Promise<void>((r) => {
+    const check = () => (got.includes('dropped_lines') ? r() : setTimeout(check, 10))
+    check()
+  })
+  const received = got.trimEnd().split('\n')
+  for (const l of received.slice(0, -1)) expect(l).toBe(line.trimEnd())
+  return { kept: received.length - 1, note: JSON.parse(received.at(-1)!) }
+}
+
 describe('PipeSink: a slow reader holds a bounded queue', () => {
   it('queues at most the bound, drops and counts the rest, and says how many once drained', async () => {
     const held: { reader: Socket | null } = { reader: null }
@@ -32,20 +52,10 @@ describe('PipeSink: a slow reader holds a bounded queue', () => {
     for (let i = 0; i < lines; i++) sink.write(line)
     expect(out.writableLength).toBeLessThanOrEqual(bound + line.length)
     // The reader catches up: every byte it gets is a whole line; the last says what was dropped.
-    let got = ''
     reader.setEncoding('utf8')
-    reader.on('data', (d: string) => (got += d))
-    reader.resume()
-    await new Promise<void>((r) => {
-      const check = () => (got.includes('dropped_lines') ? r() : setTimeout(check, 10))
-      check()
-    })
-    const received = got.trimEnd().split('\n')
-    const note = JSON.parse(received.at(-1)!)
-    const kept = received.length - 1
+    const { kept, note } = await catchUp(reader, line)
     expect(note.dropped_lines).toBe(lines - kept)
     expect(note.dropped_lines).toBeGreaterThan(0)
-    for (const l of received.slice(0, -1)) expect(l).toBe(line.trimEnd())
     out.destroy()
     server.close()
   })
@@ -70,18 +80,9 @@ describe('BoomSink: SonicBoom (a worker, a file) holds a bounded queue too', () 
     for (let i = 0; i < lines / 10; i++) sink.write(batch)
     // What waits in the gateway: at most the bound.
     expect((boom as unknown as { _len: number })._len).toBeLessThanOrEqual(bound)
-    let got = ''
-    reader.on('data', (d) => (got += d))
-    reader.resume()
-    await new Promise<void>((r) => {
-      const check = () => (got.includes('dropped_lines') ? r() : setTimeout(check, 10))
-      check()
-    })
-    const received = got.trimEnd().split('\n')
-    const note = JSON.parse(received.at(-1)!)
-    expect(note.dropped_lines).toBe(lines - (received.length - 1))
+    const { kept, note } = await catchUp(reader, line)
+    expect(note.dropped_lines).toBe(lines - kept)
     expect(note.dropped_lines).toBeGreaterThan(lines / 2)
-    for (const l of received.slice(0, -1)) expect(l).toBe(line.trimEnd())
     boom.end()
     reader.destroy()
   })

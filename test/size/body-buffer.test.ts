@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { systemClock } from '../../src/clock.js'
 import { BufferBudget, readHeldBody, type HeldBody } from '../../src/size/body-buffer.js'
+import { heldReadOptions } from '../helpers/held.js'
 import { rng } from '../helpers/rng.js'
 
 // SPEC §4: memory held for a body is its raw bytes, bounded by buffer_bytes, however the client
@@ -25,19 +25,10 @@ function inPieces(pieces: Buffer[]): IncomingMessage {
 
 async function hold(pieces: Buffer[], memoryBytes: number) {
   const budget = new BufferBudget()
-  const read = await readHeldBody(inPieces(pieces), {
-    maxBytes: 1e9,
-    budget,
-    limits: { memoryBytes, spillBytes: 1e9, clientBytes: 1e9, reserveBytes: 0 },
-    client: 'ip:127.0.0.1',
-    timeoutMs: null,
-    minBodyRate: 0,
-    dir: mkdtempSync(join(tmpdir(), 'bg-held-')),
-    setTimer: (fn, ms) => {
-      const t = systemClock.setTimer(fn, ms)
-      return () => t.cancel()
-    },
-  })
+  const read = await readHeldBody(
+    inPieces(pieces),
+    heldReadOptions(budget, memoryBytes, mkdtempSync(join(tmpdir(), 'bg-held-')))
+  )
   if (read.kind !== 'whole') throw new Error(`read ${read.kind}`)
   return { body: read.body, budget }
 }

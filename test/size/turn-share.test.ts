@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { systemClock } from '../../src/clock.js'
 import {
   BufferBudget,
   readHeldBody,
@@ -12,6 +11,7 @@ import {
   type HeldBody,
 } from '../../src/size/body-buffer.js'
 import { TurnShare } from '../../src/size/turn-share.js'
+import { heldReadOptions } from '../helpers/held.js'
 
 // SPEC §4: a turn of the loop reads a bounded share of body bytes, so a small call is not
 // kept waiting behind large uploads that arrive at once (the heavy test
@@ -58,17 +58,7 @@ async function readAll(bodies: Buffer[], share: TurnShare, memoryBytes = 1e9) {
   const reads = await Promise.all(
     bodies.map((b) =>
       readHeldBody(burst(b), {
-        maxBytes: 1e9,
-        budget,
-        limits: { memoryBytes, spillBytes: 1e9, clientBytes: 1e9, reserveBytes: 0 },
-        client: 'ip:127.0.0.1',
-        timeoutMs: null,
-        minBodyRate: 0,
-        dir,
-        setTimer: (fn, ms) => {
-          const t = systemClock.setTimer(fn, ms)
-          return () => t.cancel()
-        },
+        ...heldReadOptions(budget, memoryBytes, dir),
         onChunk: (c) => {
           perTurn.set(turns.turn, (perTurn.get(turns.turn) ?? 0) + c.length)
           return true
