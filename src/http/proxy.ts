@@ -209,7 +209,12 @@ function wentAway(): Error {
 
 /** What undici sends: the held body, or the request's own, paced where the client still sends it. */
 function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['upload'] | null {
-  const source = f.upload ?? (hasBody(f.req) ? gatherStream(f.req) : null)
+  const upload = f.upload ?? (hasBody(f.req) ? f.req : null)
+  // A body still arriving goes on in blocks (chunk-gather.ts); one held in memory already is.
+  const source =
+    upload !== null && Symbol.asyncIterator in upload
+      ? gatherStream(upload as AsyncIterable<Buffer>)
+      : upload
   const rate = f.minBodyRate ?? 0
   if (source === null || rate === 0 || f.paced !== true) return source
   const setTimer = (fn: () => void, ms: number) => {

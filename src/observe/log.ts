@@ -34,9 +34,25 @@ export function createLogger(
 }
 
 /** A sink that drops what passes its bound and says how many lines it dropped once caught up. */
-export interface DroppingSink extends LineSink {
-  readonly maxQueued: number
-  onDropped: (lines: number) => void
+export abstract class DroppingSink implements LineSink {
+  private dropped = 0
+  /** Told, once the reader catches up, how many lines it lost (createLogger logs it). */
+  onDropped: (lines: number) => void = () => {}
+  abstract readonly maxQueued: number
+  abstract write(chunk: string): unknown
+
+  /** A batch not written: its lines are counted. */
+  protected drop(chunk: string): void {
+    for (let i = chunk.indexOf('\n'); i !== -1; i = chunk.indexOf('\n', i + 1)) this.dropped++
+  }
+
+  /** The reader caught up: what it lost is said, once. */
+  protected readonly caughtUp = (): void => {
+    if (this.dropped === 0) return
+    const n = this.dropped
+    this.dropped = 0
+    this.onDropped(n)
+  }
 }
 
 /** What a reader that fell behind lost, said through the logger once it catches up. */
@@ -81,10 +97,7 @@ function stdoutSink(worker: boolean): DroppingSink {
  * lines counted, and the count said once the writes catch up. Unbounded, a worker's stdout (or
  * a file on a slow disk) held every line a flood made while its reader lagged (SPEC §4).
  */
-export class BoomSink implements DroppingSink {
-  private dropped = 0
-  onDropped: (lines: number) => void = () => {}
-
+export class BoomSink extends DroppingSink {
   /** `dest`: a file descriptor (stdout: 1) or a path; `maxWrite`: its largest write. */
   static to(dest: number | string, maxWrite: number, maxQueued = MAX_QUEUED_LOG): BoomSink {
     const boom = pino.destination({ dest, sync: false, maxWrite, maxLength: maxQueued })
@@ -95,15 +108,9 @@ export class BoomSink implements DroppingSink {
     readonly boom: ReturnType<typeof pino.destination>,
     readonly maxQueued: number
   ) {
-    boom.on('drop', (data: string) => {
-      for (let i = data.indexOf('\n'); i !== -1; i = data.indexOf('\n', i + 1)) this.dropped++
-    })
-    boom.on('drain', () => {
-      if (this.dropped === 0) return
-      const n = this.dropped
-      this.dropped = 0
-      this.onDropped(n)
-    })
+    super()
+    boom.on('drop', (data: string) => this.drop(data))
+    boom.on('drain', this.caughtUp)
   }
 
   write(chunk: string): unknown {
@@ -138,28 +145,20 @@ function stdoutPipe(): PipeSink | null {
 export const MAX_QUEUED_LOG = 16 * 1024 * 1024
 
 /** stdout as a non-blocking libuv stream (a pipe or a socket). */
-export class PipeSink implements DroppingSink {
-  private dropped = 0
-  /** Told, once the reader catches up, how many lines it lost (createLogger logs it). */
-  onDropped: (lines: number) => void = () => {}
-
+export class PipeSink extends DroppingSink {
   constructor(
     private readonly stream: Socket = new Socket({ fd: 1, readable: false, writable: true }),
     readonly maxQueued = MAX_QUEUED_LOG
   ) {
+    super()
     // A reader that went away (EPIPE) loses the lines, as it would with any destination.
     this.stream.on('error', () => {})
-    this.stream.on('drain', () => {
-      if (this.dropped === 0) return
-      const n = this.dropped
-      this.dropped = 0
-      this.onDropped(n)
-    })
+    this.stream.on('drain', this.caughtUp)
   }
 
   write(chunk: string): boolean {
     if (this.stream.writableLength > this.maxQueued) {
-      for (let i = chunk.indexOf('\n'); i !== -1; i = chunk.indexOf('\n', i + 1)) this.dropped++
+      this.drop(chunk)
       return false
     }
     return this.stream.write(chunk)

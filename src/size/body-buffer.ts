@@ -2,7 +2,7 @@ import type { FileHandle } from 'node:fs/promises'
 import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { BodyPace, type SetTimer } from './body-pace.js'
-import { ChunkGather, gatherStream } from './chunk-gather.js'
+import { ChunkGather } from './chunk-gather.js'
 import { openUnlinkedTemp } from './temp-file.js'
 import { bodyTurns, type TurnShare } from './turn-share.js'
 
@@ -104,8 +104,9 @@ export interface HolderOptions {
 
 class Holder implements HeldBody {
   length = 0
+  /** The body in memory; once it spills, what waits for the file. */
   private mem: Buffer[] = []
-  /** Small pieces copied into blocks, in memory and on their way to the file alike. */
+  /** Small pieces copied into blocks, kept in memory or waiting for the file alike. */
   private readonly gather = new ChunkGather()
   private readonly keepInMemory = (b: Buffer): void => void this.mem.push(b)
   private file: FileHandle | null = null
@@ -163,28 +164,20 @@ class Holder implements HeldBody {
       return this.opts.memoryOnly === true ? 'memory' : 'spill_bytes'
     }
     this.length += n
-    if (!this.spilling) {
-      this.gather.add(chunk, this.keepInMemory)
-      return null
-    }
-    const ready: Buffer[] = []
-    this.gather.add(chunk, (b) => ready.push(b))
-    // A small piece waits in its block (at most MAX_BLOCK bytes) for the next write.
-    return ready.length === 0 && this.mem.length === 0 ? null : this.writeOut(ready)
+    this.gather.add(chunk, this.keepInMemory)
+    // Spilling, the list is what waits for the file; a small piece waits in its block (at most
+    // MAX_BLOCK bytes) for the next write.
+    return !this.spilling || this.mem.length === 0 ? null : this.writeOut()
   }
 
-  /** Writes what waited in memory, then `ready`, after the writes before. */
-  private writeOut(ready: Buffer[]): Promise<void> {
+  /** Writes the list (what waited in memory, then what came since), after the writes before. */
+  private writeOut(): Promise<void> {
     // Writes run one after another; after a failure every later one fails too.
     const write = this.writing.then(async () => {
       const fh = await this.ensureFile()
-      if (this.mem.length > 0) {
-        // What waited in memory goes first.
-        const held = this.mem
-        this.mem = []
-        for (const c of held) await writeAll(fh, c)
-      }
-      for (const c of ready) await writeAll(fh, c)
+      const held = this.mem
+      this.mem = []
+      for (const c of held) await writeAll(fh, c)
     })
     this.writing = write
     return write
@@ -192,12 +185,8 @@ class Holder implements HeldBody {
 
   /** Every byte taken is in memory's list or written (or the first failure). */
   settled(): Promise<unknown> {
-    if (!this.spilling) this.gather.seal(this.keepInMemory)
-    else {
-      const ready: Buffer[] = []
-      this.gather.seal((b) => ready.push(b))
-      if (ready.length > 0) void this.writeOut(ready).catch(() => {})
-    }
+    this.gather.seal(this.keepInMemory)
+    if (this.spilling && this.mem.length > 0) void this.writeOut().catch(() => {})
     return this.writing
   }
 
@@ -491,5 +480,5 @@ export async function* heldThenRest(
   yield* body.chunks()
   if (pending !== undefined) yield pending
   req.resume()
-  yield* gatherStream(req as AsyncIterable<Buffer>)
+  for await (const c of req) yield c as Buffer
 }
