@@ -7,7 +7,7 @@ import type { UsageRecorder } from '../usage/recorder.js'
 import { CEILING, familyOf, OTHERS_FAMILY, ruleWords } from '../tuning/family.js'
 import type { ShapeRecorder } from '../tuning/recorder.js'
 import { othersOf, type Keeper } from '../usage/keep.js'
-import { memo1, memo2 } from '../request/memo.js'
+import { MEMO_KEY_MAX } from '../request/memo.js'
 
 // SPEC §5 at a call's end (spine's end(), beside its line, not inside it): what the call adds
 // to the usage over time and the ledger, and whether its team's month crossed a notice's
@@ -76,23 +76,48 @@ function monthlyChargeOf(a: Admission): MonthlyCharge | null {
 function createFamilyCache(
   rulePaths: () => readonly { path: string }[]
 ): (method: string, path: string) => string {
-  const familiesFor = (rules: readonly { path: string }[]) => {
-    const words = ruleWords(rules.map((r) => r.path))
-    return memo2(FAMILY_CACHE, (method, path) => familyOf(method, path, words))
-  }
-  let rules = rulePaths()
-  let familyAt = familiesFor(rules)
+  // By method, then path: no string is built per call, and the family is the cached object.
+  const families = new Map<string, Map<string, string>>()
+  let cached = 0
+  let rules: readonly { path: string }[] | null = null
+  let words: ReadonlySet<string> = new Set()
   return (method, path) => {
     // The rules' words (a reload may change them): the cache starts again with them.
     const now = rulePaths()
-    if (now !== rules) familyAt = familiesFor((rules = now))
-    return familyAt(method, path)
+    if (now !== rules) {
+      rules = now
+      words = ruleWords(now.map((r) => r.path))
+      families.clear()
+      cached = 0
+    }
+    // A long path is not kept (memo.ts): its family is worked out each time.
+    if (path.length > MEMO_KEY_MAX) return familyOf(method, path, words)
+    let byPath = families.get(method)
+    if (byPath === undefined) families.set(method, (byPath = new Map()))
+    let f = byPath.get(path)
+    if (f === undefined) {
+      if (cached >= FAMILY_CACHE) {
+        for (const m of families.values()) m.clear()
+        cached = 0
+      }
+      byPath.set(path, (f = familyOf(method, path, words)))
+      cached++
+    }
+    return f
   }
 }
 
 /** A client's ip_ceiling key (`ip:<key>`), built once while the client stays cached. */
 function createCeilingCache(ipKeyOf: (ip: string) => string): (ip: string) => string {
-  return memo1(FAMILY_CACHE, (ip) => `ip:${ipKeyOf(ip)}`)
+  const ceilings = new Map<string, string>()
+  return (ip) => {
+    let k = ceilings.get(ip)
+    if (k === undefined) {
+      if (ceilings.size >= FAMILY_CACHE) ceilings.clear()
+      ceilings.set(ip, (k = `ip:${ipKeyOf(ip)}`))
+    }
+    return k
+  }
 }
 
 export function createAccounting(deps: AccountingDeps): Account {
