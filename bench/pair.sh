@@ -1,13 +1,20 @@
 #!/bin/bash
 # Two builds alone, side by side (issue #47's check when the bench's full table moves more than
 # the difference asked about): both gateways up at once on one redis-server and one upstream,
-# `wrk` on each in turn (the order alternating round by round), the CPU a request read from
-# /proc. Needs wrk, redis-server and `npm run build`.
+# the CPU a request read from /proc, and at the end the medians of the rounds' ratios.
+#
+# By default each round loads both at once (`wrk` on each, half the connections each): the
+# box's noise (a neighbour, the host's clock) falls on both alike, so a round's ratio holds
+# even when the box's speed moves threefold between rounds. With SEQUENTIAL=1 they are loaded
+# in turn (the order alternating round by round), as before 0.7.9: that reading moved ±25 %
+# round to round on a noisy box, and the gateway started first read 4-6 % slower against
+# itself. With taskset and two cores or more, `wrk` runs on core 0 and every server on core 1,
+# as the bench pins them. Needs wrk, redis-server and `npm run build`.
 #
 #   BASE=/path/to/older/dist/src/main.js bash bench/pair.sh              # 1,000 rotating bases
 #   BASE=... SCENARIO=flood bash bench/pair.sh                           # one base over 10/min
 #   BASE=... SCENARIO=append bash bench/pair.sh                          # a 1,000-row append
-#   ROUNDS=8 SECS=6 CUR=dist/src/main.js                                 # the defaults
+#   ROUNDS=8 SECS=6 CUR=dist/src/main.js SEQUENTIAL=0                    # the defaults
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUR=${CUR:-dist/src/main.js}
@@ -15,6 +22,13 @@ BASE=${BASE:?BASE=path/to/older/dist/src/main.js}
 ROUNDS=${ROUNDS:-8}
 SECS=${SECS:-6}
 SCENARIO=${SCENARIO:-rotating}
+SEQUENTIAL=${SEQUENTIAL:-0}
+SERVER=()
+LOAD=()
+if command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then
+  SERVER=(taskset -c 1)
+  LOAD=(taskset -c 0)
+fi
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
@@ -48,8 +62,8 @@ end
 LUA
 fi
 RPORT=$(free_port); UPORT=$(free_port); CPORT=$(free_port); BPORT=$(free_port)
-redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no > /dev/null &
-node dist/bench/upstream.js "$UPORT" > /dev/null &
+"${SERVER[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no > /dev/null &
+"${SERVER[@]}" node dist/bench/upstream.js "$UPORT" > /dev/null &
 sleep 1
 conf() {
   printf 'listen: { host: 127.0.0.1, port: %s }\nadmin: { host: 127.0.0.1, port: 0 }\nupstream: { url: "http://127.0.0.1:%s" }\nstore: { url: "redis://127.0.0.1:%s", prefix: "%s:" }\nrate_limits: { base: %s }\n' \
@@ -57,23 +71,56 @@ conf() {
 }
 conf "$CPORT" cur
 conf "$BPORT" base
-node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
+"${SERVER[@]}" node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
 CP=$!
-node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
+"${SERVER[@]}" node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
 BP=$!
 sleep 3
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
+# taskset execs the command: $! is the server's own pid.
+one() { # port connections out
+  "${LOAD[@]}" wrk -t1 -c"$2" -d"${SECS}s" -s "$WORK/load.lua" "http://127.0.0.1:$1" > "$3" 2>&1
+}
+said() { # name out cpu-ticks
+  local reqs rate
+  reqs=$(awk '/requests in/ {print $1}' "$2")
+  rate=$(awk '/Requests\/sec/ {print $2}' "$2")
+  echo "round $r $1 req/s $rate cpu_us_per_req $(($3 * 1000000 / TICK / reqs))" | tee -a "$WORK/rounds"
+}
+# Warm both (the first seconds of a process run its code before the JIT has compiled it).
+r=0
+one "$CPORT" 25 "$WORK/cur.out" &
+one "$BPORT" 25 "$WORK/base.out"
+wait $!
 for r in $(seq 1 "$ROUNDS"); do
+  if [ "$SEQUENTIAL" != 1 ]; then
+    c0=$(cpu "$CP")
+    b0=$(cpu "$BP")
+    if [ $((r % 2)) = 1 ]; then
+      one "$CPORT" 25 "$WORK/cur.out" &
+      one "$BPORT" 25 "$WORK/base.out"
+    else
+      one "$BPORT" 25 "$WORK/base.out" &
+      one "$CPORT" 25 "$WORK/cur.out"
+    fi
+    wait $!
+    said cur "$WORK/cur.out" $(($(cpu "$CP") - c0))
+    said base "$WORK/base.out" $(($(cpu "$BP") - b0))
+    continue
+  fi
   order="cur base"
   if [ $((r % 2)) = 0 ]; then order="base cur"; fi
   for n in $order; do
     if [ "$n" = cur ]; then pid=$CP port=$CPORT; else pid=$BP port=$BPORT; fi
     c0=$(cpu "$pid")
-    out=$(wrk -t1 -c50 -d"${SECS}s" -s "$WORK/load.lua" "http://127.0.0.1:$port" 2>&1)
-    c1=$(cpu "$pid")
-    reqs=$(echo "$out" | awk '/requests in/ {print $1}')
-    rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-    echo "round $r $n req/s $rate cpu_us_per_req $(((c1 - c0) * 1000000 / TICK / reqs))"
+    one "$port" 50 "$WORK/$n.out"
+    said "$n" "$WORK/$n.out" $(($(cpu "$pid") - c0))
   done
 done
+# The medians of the rounds' ratios (cur / base): calls a second, and CPU a call.
+ratios() { # field
+  awk -v f="$1" '{ if ($3 == "cur") c[$2] = $f; else b[$2] = $f } END { for (k in c) print c[k] / b[k] }' \
+    "$WORK/rounds" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "medians of $ROUNDS rounds, cur / base: calls a second $(ratios 5), CPU a call $(ratios 7)"
