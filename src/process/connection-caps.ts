@@ -87,6 +87,17 @@ interface Held {
   idle: Set<Socket>
 }
 
+/**
+ * A counted connection: its calls in progress (none: idle) and its client's entry (null for a
+ * trusted proxy's). One record a connection, so a call's start and end each look it up once
+ * (SPEC §12), not a count, a client and the client's entry apart.
+ */
+interface Conn {
+  calls: number
+  client: string | null
+  held: Held | null
+}
+
 /** How long a refused connection that sent nothing is kept for its head (then closed unanswered). */
 export const REFUSED_SILENT_MS = 100
 
@@ -97,9 +108,8 @@ export class ConnectionCaps {
   private readonly refused = new WeakSet<Duplex>()
   /** Refused connections whose 503 is being written (they close once it is). */
   private readonly answering = new WeakSet<Duplex>()
-  /** Calls in progress per connection (a connection with none is idle). */
-  private readonly calls = new WeakMap<Duplex, number>()
-  private readonly clientOf = new WeakMap<Duplex, string>()
+  /** The counted connections (a connection with no call in progress is idle). */
+  private readonly conns = new WeakMap<Duplex, Conn>()
   /** Connections that yielded: counted out when they were chosen, not again at their close. */
   private readonly countedOut = new WeakSet<Duplex>()
   private readonly logged = new Map<string, number>()
@@ -130,14 +140,14 @@ export class ConnectionCaps {
     if (this.open >= caps.total && !this.yieldOne(key))
       return this.refuse(socket, 'max_connections', key ?? peer)
     this.open++
-    this.calls.set(socket, 0)
+    let h: Held | null = null
     if (key !== null) {
-      let h = held
-      if (h === undefined) this.byClient.set(key, (h = { count: 0, idle: new Set() }))
+      h = held ?? null
+      if (h === null) this.byClient.set(key, (h = { count: 0, idle: new Set() }))
       h.count++
       h.idle.add(socket)
-      this.clientOf.set(socket, key)
     }
+    this.conns.set(socket, { calls: 0, client: key, held: h })
     socket.once('close', () => {
       if (this.countedOut.has(socket)) return
       this.open--
@@ -163,7 +173,7 @@ export class ConnectionCaps {
       victim = h.idle.values().next().value
     }
     if (victim === undefined) return false
-    const client = this.clientOf.get(victim)!
+    const client = this.conns.get(victim)!.client!
     const h = this.byClient.get(client)!
     // Counted out now (its close event comes later): the newcomer takes its place at once.
     h.idle.delete(victim)
@@ -176,25 +186,20 @@ export class ConnectionCaps {
     return true
   }
 
-  /** A call began on the connection: it is no longer idle. */
+  /**
+   * A call began on the connection: it is no longer idle. (Its client's entry lives as long as
+   * one of its connections is counted; a connection that yielded is closed, never idle again.)
+   */
   began(socket: Duplex): void {
-    const n = this.calls.get(socket)
-    if (n === undefined) return
-    this.calls.set(socket, n + 1)
-    if (n === 0) this.idleSetOf(socket)?.delete(socket as Socket)
+    const c = this.conns.get(socket)
+    if (c !== undefined && c.calls++ === 0) c.held?.idle.delete(socket as Socket)
   }
 
   /** A call on the connection ended; with none left it is idle again. */
   ended(socket: Duplex): void {
-    const n = this.calls.get(socket)
-    if (n === undefined || n === 0) return
-    this.calls.set(socket, n - 1)
-    if (n === 1 && !socket.destroyed) this.idleSetOf(socket)?.add(socket as Socket)
-  }
-
-  private idleSetOf(socket: Duplex): Set<Socket> | undefined {
-    const client = this.clientOf.get(socket)
-    return client === undefined ? undefined : this.byClient.get(client)?.idle
+    const c = this.conns.get(socket)
+    if (c === undefined || c.calls === 0) return
+    if (--c.calls === 0 && !socket.destroyed) c.held?.idle.add(socket as Socket)
   }
 
   /**
@@ -235,7 +240,7 @@ export class ConnectionCaps {
   refusePipelined(req: IncomingMessage, res: ServerResponse): void {
     const socket = req.socket
     this.deps.metrics?.connectionsRefused.labels('pipelined').inc()
-    const client = this.clientOf.get(socket) ?? peerAddress(socket.remoteAddress)
+    const client = this.conns.get(socket)?.client ?? peerAddress(socket.remoteAddress)
     this.logOnce(client, 'pipelined', MAX_PIPELINED)
     const { headers, body } = jsonError(PIPELINED_MESSAGE, {
       'retry-after': '1',

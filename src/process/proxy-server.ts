@@ -76,11 +76,14 @@ function createProxyServer(config: Config, gateway: Gateway, caps: ConnectionCap
     connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(tightest / 4))),
   }
   const tls = config.listen.tls
+  // One listener for every answer (its `this`), not a closure and a once-wrapper a call (SPEC §12).
+  function answerClosed(this: ServerResponse): void {
+    caps.ended(this.req.socket)
+  }
   const begin = (req: IncomingMessage, res: ServerResponse): void => {
-    const socket = req.socket
     // SPEC §4: a connection with a call in progress never yields to a newcomer.
-    caps.began(socket)
-    res.once('close', () => caps.ended(socket))
+    caps.began(req.socket)
+    res.on('close', answerClosed)
     gateway.handleRequest(req, res)
   }
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
