@@ -63,6 +63,8 @@ export class HealthMachine {
   private runStartMs = 0
   /** Calls since the last recovery within WINDOW_MS, per second: [second, calls, failures]. */
   private window: [number, number, number][] = []
+  /** The window's failures, summed as they come and go: a call with none to judge reads no window. */
+  private windowFailures = 0
   private since: number | null = null
   private error: string | null = null
   private readonly episodes: Episode[] = []
@@ -100,6 +102,7 @@ export class HealthMachine {
       this.error = null
       // What the episode's calls said is over: only calls after this recovery are judged.
       this.window = []
+      this.windowFailures = 0
       this.opts.onChange?.(false, this.view())
     }
   }
@@ -115,15 +118,19 @@ export class HealthMachine {
     if (last === undefined || last[0] !== s) {
       this.window.push((last = [s, 0, 0]))
       while (this.window.length > 0 && this.window[0]![0] * 1000 <= nowMs - WINDOW_MS)
-        this.window.shift()
+        this.windowFailures -= this.window.shift()![2]
     }
     last[1]++
-    if (failed) last[2]++
+    if (failed) {
+      last[2]++
+      this.windowFailures++
+    }
   }
 
   /** When the window's first failure came, if at least half of its calls failed; else null. */
   private mostlyFailingSince(): number | null {
-    if (this.opts.share !== true) return null
+    // SPEC §12: the common call (no failure in the window) reads nothing more.
+    if (this.opts.share !== true || this.windowFailures === 0) return null
     let calls = 0
     let failures = 0
     let first: number | null = null
