@@ -4,6 +4,7 @@ import { startGateway, testYaml, type GatewayProcess } from '../helpers/gateway-
 import { allocatedBytes, INSPECTABLE } from '../helpers/live-heap.js'
 import { useRedis } from '../helpers/redis.js'
 import { startStubUpstream, type StubUpstream } from '../helpers/stub-upstream.js'
+import { APPEND_BODY, benchUuid as uuid } from '../helpers/bench-calls.js'
 
 // SPEC §12 "What a call costs", the guard that is not a clock (issue #47: "objects allocated
 // per call if you find a way to count them that does not depend on timing"): the benchmark's
@@ -32,12 +33,6 @@ const BUDGETS = {
   append: 68_000,
 } as const
 
-const ROWS = Array.from(
-  { length: 1000 },
-  (_, i) => `{"Name":"row ${i}","Count":${i},"Done":false}`
-).join(',')
-const APPEND_BODY = `{"table_name":"Table1","rows":[${ROWS}],"apply_default":false}`
-const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
 const rows = (n: number) => `/api-gateway/api/v2/dtables/${uuid((n % 1000) + 1)}/rows/`
 
 interface Load {

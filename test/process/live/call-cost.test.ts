@@ -5,6 +5,7 @@ import { startLive } from '../../helpers/live.js'
 import { send } from '../../helpers/http.js'
 import { useRedis } from '../../helpers/redis.js'
 import { useStubUpstream } from '../../helpers/stub-upstream.js'
+import { APPEND_BODY, benchUuid as uuid } from '../../helpers/bench-calls.js'
 
 // SPEC §12 "What a call costs", a guard that is not a clock: the benchmark's three calls
 // (rotating bases, a flood on one base over its limit, a 1,000-row append) through the real
@@ -35,14 +36,6 @@ const BUDGETS = {
 } as const
 
 const N = { rotating: 1000, flood: 1000, append: 200 }
-
-const ROWS = Array.from(
-  { length: 1000 },
-  (_, i) => `{"Name":"row ${i}","Count":${i},"Done":false}`
-).join(',')
-const APPEND_BODY = `{"table_name":"Table1","rows":[${ROWS}],"apply_default":false}`
-
-const uuid = (n: number) => `${n.toString(16).padStart(8, '0')}-0d3b-4c59-9a51-3e2d7c8b9a10`
 
 interface Count {
   /** Commands the gateway sent (EVALSHA, EVAL, HSET…): its round trips at most. */
