@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { Cluster, Redis } from 'ioredis'
 import { afterAll, beforeAll } from 'vitest'
 import { freePort } from './ports.js'
-import { spawnRedisServer, waitForPing } from './redis.js'
+import { killChild, spawnRedisServer, waitForPing } from './redis.js'
 
 // A real three-node Redis Cluster on loopback (no replicas), made with `redis-cli --cluster
 // create`. Nodes can be killed and restarted; they rejoin from their nodes.conf.
@@ -58,6 +58,40 @@ export async function waitClusterOk(
   throw new Error('the test Redis Cluster did not reach cluster_state:ok')
 }
 
+/** The node answers PING, or fails at once if its process exits first. */
+function nodeUp(node: ChildProcess, url: string): Promise<void> {
+  let exited = () => {}
+  const died = new Promise<never>((_, reject) => {
+    exited = () => reject(new Error(`the redis-server for ${url} exited`))
+    node.once('exit', exited)
+  })
+  return Promise.race([waitForPing(url), died]).finally(() => node.off('exit', exited))
+}
+
+/**
+ * Three nodes up on free ports. A port found free can be taken before the node binds it, and a
+ * node binds its port + 10,000 too (the cluster bus), which another test's socket may hold: the
+ * node then exits (a fresh clone's CI once lost the cluster suite so). Other ports then, up to
+ * three tries.
+ */
+async function startNodes(
+  dir: string,
+  auth: string,
+  password?: string
+): Promise<{ ports: number[]; nodes: ChildProcess[] }> {
+  for (let attempt = 1; ; attempt++) {
+    const ports = [await freePort(), await freePort(), await freePort()]
+    const nodes = ports.map((p) => startNode(p, dir, password))
+    try {
+      await Promise.all(ports.map((p, i) => nodeUp(nodes[i]!, `redis://${auth}127.0.0.1:${p}`)))
+      return { ports, nodes }
+    } catch (err) {
+      await Promise.all(nodes.map(killChild))
+      if (attempt >= 3) throw err
+    }
+  }
+}
+
 /** A cluster of three nodes; with `password`, every node requires it (URLs carry it). */
 export async function startCluster(opts: { password?: string } = {}): Promise<TestCluster> {
   const { password } = opts
@@ -71,9 +105,7 @@ export async function startCluster(opts: { password?: string } = {}): Promise<Te
     )
   }
   const dir = mkdtempSync(join(tmpdir(), 'bg-cluster-'))
-  const ports = [await freePort(), await freePort(), await freePort()]
-  const nodes = ports.map((p) => startNode(p, dir, password))
-  await Promise.all(ports.map((p) => waitForPing(`redis://${auth}127.0.0.1:${p}`)))
+  const { ports, nodes } = await startNodes(dir, auth, password)
   const create = spawnSync(
     'redis-cli',
     [

@@ -98,7 +98,8 @@ export function spawnRedisServer(port: number, extra: string[] = [], dir?: strin
   return reapWithTest(spawn('redis-server', args, { stdio: 'ignore' }))
 }
 
-function killChild(child: ChildProcess): Promise<void> {
+/** Kills a server this helper started (SIGKILL), once it has exited. */
+export function killChild(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve()
     child.once('exit', () => resolve())
