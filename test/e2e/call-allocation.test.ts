@@ -19,15 +19,15 @@ import { APPEND_BODY, benchUuid as uuid } from '../helpers/bench-calls.js'
 
 /**
  * Bytes per call, measured at 0.7.9 (in brackets: runs alone and beside the rest of test/e2e,
- * Node 24) with 5 to 10 % of room: the count moves a few per cent with a run's timers and its
- * JIT, not with its speed. The request lines written through pino's own path instead of the
- * plain writer (2.2 KB more a call) fail the flood's.
+ * Node 24, and a fresh clone's CI) with 8 to 10 % of room: the count moves a few per cent with
+ * a run's timers and its JIT, not with its speed. The request lines written through pino's own
+ * path instead of the plain writer (2.2 KB more a call) fail the flood's.
  */
 const BUDGETS = {
-  // [34.2–35.2 KB; 0.7.8: 35.5]: room of 6–9 %.
-  rotating: 37_500,
-  // [11.27–11.48 KB; 0.7.8: 11.67]: one close listener a call less, room of 6–8 %.
-  flood: 12_200,
+  // [34.2–35.2 KB, CI 34.3; 0.7.8: 35.5]
+  rotating: 38_000,
+  // [11.27–11.52 KB, CI 11.52; 0.7.8: 11.67]: one close listener a call less.
+  flood: 12_500,
   // [56.7–61.8 KB]: the 43 KB body itself is read into Buffers outside the heap; what is
   // counted is the call, the size check's scan and the chunks' small objects.
   append: 68_000,
