@@ -148,14 +148,13 @@ export class ConnectionCaps {
       h.idle.add(socket)
     }
     this.conns.set(socket, { calls: 0, client: key, held: h })
+    // Its client's entry stays while the connection is counted (a yielded one is counted out).
     socket.once('close', () => {
       if (this.countedOut.has(socket)) return
       this.open--
-      if (key === null) return
-      const h = this.byClient.get(key)
-      if (h === undefined) return
+      if (h === null) return
       h.idle.delete(socket)
-      if (--h.count <= 0) this.byClient.delete(key)
+      if (--h.count <= 0) this.byClient.delete(key!)
     })
   }
 
@@ -166,15 +165,15 @@ export class ConnectionCaps {
    */
   private yieldOne(newcomer: string | null): boolean {
     let victim: Socket | undefined
-    let most = 0
-    for (const [client, h] of this.byClient) {
-      if (h.idle.size === 0 || h.count <= most || client === newcomer) continue
-      most = h.count
-      victim = h.idle.values().next().value
+    let client = ''
+    let h: Held | undefined
+    for (const [c, held] of this.byClient) {
+      if (held.idle.size === 0 || held.count <= (h?.count ?? 0) || c === newcomer) continue
+      client = c
+      h = held
+      victim = held.idle.values().next().value
     }
-    if (victim === undefined) return false
-    const client = this.conns.get(victim)!.client!
-    const h = this.byClient.get(client)!
+    if (victim === undefined || h === undefined) return false
     // Counted out now (its close event comes later): the newcomer takes its place at once.
     h.idle.delete(victim)
     if (--h.count <= 0) this.byClient.delete(client)
