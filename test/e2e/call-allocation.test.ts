@@ -69,6 +69,43 @@ async function load(port: number, l: Load, calls: number): Promise<Map<number, n
   return statuses
 }
 
+/** The bench's three calls: each one's limit, load, calls to warm and to count, and its answer. */
+const CALLS = {
+  rotating: {
+    title: 'rotating: a GET on 1,000 bases in turn, nothing refused',
+    base: '10000000/min',
+    load: { method: 'GET', path: (n) => `${rows(n)}?table_name=Table1` },
+    warm: 3000,
+    calls: 2000,
+    status: 200,
+  },
+  flood: {
+    title: 'flood: a GET on one base over its limit of 10 a minute, every call refused',
+    base: '10/min',
+    load: { method: 'GET', path: () => `${rows(0)}?table_name=Table1` },
+    warm: 3000,
+    calls: 3000,
+    status: 429,
+  },
+  append: {
+    title: 'append: a 1,000-row JSON body (43 KB) to 1,000 bases in turn, counted and forwarded',
+    base: '10000000/min',
+    load: { method: 'POST', path: rows, body: APPEND_BODY },
+    warm: 400,
+    calls: 300,
+    status: 200,
+  },
+} satisfies Record<keyof typeof BUDGETS, Call>
+
+interface Call {
+  title: string
+  base: string
+  load: Load
+  warm: number
+  calls: number
+  status: number
+}
+
 describe('what a call allocates (SPEC §12)', () => {
   const store = useRedis({ own: true })
   let up: StubUpstream
@@ -81,71 +118,40 @@ describe('what a call allocates (SPEC §12)', () => {
     await up?.close()
   })
 
-  /** The gateway of `base` (its limit), warmed by `warm` calls, then `calls` counted: bytes per call. */
+  /** The gateway of the call's limit, warmed, then its calls counted: bytes per call, statuses. */
   async function perCall(
     name: string,
-    base: string,
-    l: Load,
-    warm: number,
-    calls: number,
-    expectStatuses: (s: Map<number, number>) => void
-  ): Promise<number> {
+    c: Call
+  ): Promise<{ each: number; statuses: Map<number, number> }> {
     const gw = await startGateway(
       testYaml(
         up.url,
-        `store: { url: "${store.redis.url}", prefix: "${store.redis.prefix}${name}:" }\nrate_limits: { base: ${base} }`
+        `store: { url: "${store.redis.url}", prefix: "${store.redis.prefix}${name}:" }\nrate_limits: { base: ${c.base} }`
       ),
       // The log as in production: every request line written (stdout, read by the test).
       { env: { ...INSPECTABLE, LOG_LEVEL: 'info' } }
     )
     gateways.push(gw)
-    await load(gw.port, l, warm)
+    await load(gw.port, c.load, c.warm)
     let statuses = new Map<number, number>()
     const bytes = await allocatedBytes(gw, async () => {
-      statuses = await load(gw.port, l, calls)
+      statuses = await load(gw.port, c.load, c.calls)
     })
-    expectStatuses(statuses)
-    const each = Math.round(bytes / calls)
+    const each = Math.round(bytes / c.calls)
     process.stderr.write(`${name}: ${each} bytes a call on the heap\n`)
-    return each
+    return { each, statuses }
   }
 
-  it('rotating: a GET on 1,000 bases in turn, nothing refused', async () => {
-    const each = await perCall(
-      'rotating',
-      '10000000/min',
-      { method: 'GET', path: (n) => `${rows(n)}?table_name=Table1` },
-      3000,
-      2000,
-      (s) => expect([...s]).toEqual([[200, 2000]])
+  for (const [name, c] of Object.entries(CALLS) as [keyof typeof BUDGETS, Call][]) {
+    it(
+      c.title,
+      async () => {
+        const { each, statuses } = await perCall(name, c)
+        expect([...statuses]).toEqual([[c.status, c.calls]])
+        expect(each).toBeGreaterThan(0)
+        expect(each).toBeLessThanOrEqual(BUDGETS[name])
+      },
+      60_000
     )
-    expect(each).toBeGreaterThan(0)
-    expect(each).toBeLessThanOrEqual(BUDGETS.rotating)
-  }, 60_000)
-
-  it('flood: a GET on one base over its limit of 10 a minute, every call refused', async () => {
-    const each = await perCall(
-      'flood',
-      '10/min',
-      { method: 'GET', path: () => `${rows(0)}?table_name=Table1` },
-      3000,
-      3000,
-      (s) => expect([...s]).toEqual([[429, 3000]])
-    )
-    expect(each).toBeGreaterThan(0)
-    expect(each).toBeLessThanOrEqual(BUDGETS.flood)
-  }, 60_000)
-
-  it('append: a 1,000-row JSON body (43 KB) to 1,000 bases in turn, counted and forwarded', async () => {
-    const each = await perCall(
-      'append',
-      '10000000/min',
-      { method: 'POST', path: rows, body: APPEND_BODY },
-      400,
-      300,
-      (s) => expect([...s]).toEqual([[200, 300]])
-    )
-    expect(each).toBeGreaterThan(0)
-    expect(each).toBeLessThanOrEqual(BUDGETS.append)
-  }, 60_000)
+  }
 })
