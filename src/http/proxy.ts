@@ -153,6 +153,27 @@ export function clientResponseHeaders(
   return out
 }
 
+/**
+ * The answer's Content-Length when it says one (a body of that many bytes follows); else -1.
+ * Only names of its length are read as text.
+ */
+export function answerLength(raw: readonly (Buffer | string)[]): number {
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length !== 14 || raw[i]!.toString('latin1').toLowerCase() !== 'content-length')
+      continue
+    const v = raw[i + 1]!.toString('latin1').trim()
+    return /^\d{1,15}$/.test(v) ? Number(v) : -1
+  }
+  return -1
+}
+
+/**
+ * The largest answer held from its one chunk to its end, to go out with its headers as one
+ * string: well under a socket's 16 KiB high-water mark, so a held answer is taken in as a
+ * written one would have been (no relay either way).
+ */
+export const ONE_WRITE_MAX = 8 * 1024
+
 function hasBody(req: IncomingMessage): boolean {
   const cl = req.headers['content-length']
   return req.headers['transfer-encoding'] !== undefined || (cl !== undefined && cl !== '0')
@@ -240,6 +261,10 @@ class Forwarding implements RelayEvents {
   private finished = false
   private upstreamDone = false
   private bytes = 0
+  /** The answer's Content-Length (-1: none said). */
+  private wholeLength = -1
+  /** A whole answer's one chunk, written with its headers at its end (see onData). */
+  private held: Buffer | null = null
   private relay: AnswerRelay | null = null
   /** The client left before its answer was whole. */
   private gone = false
@@ -270,12 +295,22 @@ class Forwarding implements RelayEvents {
     const f = this.f
     this.upstreamMs = this.clock.monotonic() - this.started
     f.res.writeHead(statusCode, clientResponseHeaders(rawHeaders, f.extraHeaders, f.requestId))
+    this.wholeLength = answerLength(rawHeaders)
     this.resumeUpstream = resume
     return true
   }
 
   onData(chunk: Buffer): boolean {
     if (this.relay !== null) return this.relay.data(chunk)
+    // SPEC §12: a small answer that came whole in one chunk waits for its end (next, in the
+    // same parse), where it goes out with the headers as one string. A Buffer goes as a second
+    // piece of a gathered write (the header, the body, node's end): about 4 µs a call more.
+    if (this.bytes === 0 && chunk.length === this.wholeLength && chunk.length <= ONE_WRITE_MAX) {
+      this.bytes = chunk.length
+      this.held = chunk
+      return true
+    }
+    if (this.held !== null) this.writeHeld()
     this.bytes += chunk.length
     if (this.f.res.write(chunk)) return true
     // SPEC §4: the client falls behind; from here what it has not taken waits in a spool.
@@ -290,7 +325,13 @@ class Forwarding implements RelayEvents {
     // SPEC §4: the server's part is over (its connection goes back to the pool now).
     this.f.onUpstreamDone?.(this.upstreamMs)
     if (this.relay !== null) return this.relay.complete()
-    this.f.res.end()
+    const held = this.held
+    if (held === null) this.f.res.end()
+    else {
+      this.held = null
+      // latin1: every byte as one character, so the string is the body's bytes exactly.
+      this.f.res.end(held.toString('latin1'), 'latin1')
+    }
     this.finish({
       status: this.f.res.statusCode,
       upstreamMs: this.upstreamMs,
@@ -298,7 +339,18 @@ class Forwarding implements RelayEvents {
     })
   }
 
+  /** An upstream that sent more than its Content-Length said: what was held goes first. */
+  private writeHeld(): void {
+    const held = this.held!
+    this.held = null
+    this.f.res.write(held)
+  }
+
   onError(err: Error): void {
+    if (this.held !== null) {
+      this.bytes -= this.held.length // never sent
+      this.held = null
+    }
     const bytesOut = this.relay?.bytes ?? this.bytes
     answerFailure(err, this.f, this.upstreamMs, bytesOut, (r) => this.finish(r))
   }
