@@ -14,7 +14,12 @@
 #   BASE=/path/to/older/dist/src/main.js bash bench/pair.sh              # 1,000 rotating bases
 #   BASE=... SCENARIO=flood bash bench/pair.sh                           # one base over 10/min
 #   BASE=... SCENARIO=append bash bench/pair.sh                          # a 1,000-row append
+#   BASE=floor SCENARIO=rotating bash bench/pair.sh                      # against the one-trip floor
 #   ROUNDS=8 SECS=6 CUR=dist/src/main.js SEQUENTIAL=0                    # the defaults
+#
+# BASE=floor loads bench/floor.js (node:http, one EVALSHA a call, no log or metrics) with the
+# scenario's limit in place of an older build: issue #47's "at least the one-trip floor", read
+# both at once rather than from the interleaved table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUR=${CUR:-dist/src/main.js}
@@ -73,7 +78,11 @@ conf "$CPORT" cur
 conf "$BPORT" base
 "${SERVER[@]}" node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
 CP=$!
-"${SERVER[@]}" node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
+if [ "$BASE" = floor ]; then
+  "${SERVER[@]}" node dist/bench/floor.js "$BPORT" "http://127.0.0.1:$UPORT" "redis://127.0.0.1:$RPORT" "${LIMIT%%/*}" > /dev/null &
+else
+  "${SERVER[@]}" node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
+fi
 BP=$!
 sleep 3
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }

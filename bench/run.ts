@@ -284,20 +284,31 @@ async function fixedRate(
  * between rows moves the table's ratios with it (a flood row's rounds read 0.65 to 1.18 against
  * the baseline in one run of 0.7.9's).
  */
-function pairedWithBaseline(baseline: string, names: readonly string[]): string[] {
+/**
+ * This build against another, both loaded at once (bench/pair.sh), scenario by scenario: the
+ * baseline build (BENCH_BASELINE), or `floor` (bench/floor.js, the one-trip floor).
+ */
+function paired(base: string, names: readonly string[]): string[] {
+  const against = base === 'floor' ? 'the one-trip floor' : 'the baseline'
   const lines = [
-    "## this build against the baseline, both loaded at once (`bench/pair.sh`: 10 rounds of 4 s, medians of the rounds' ratios, this build / the baseline)",
+    `## this build against ${against}, both loaded at once (\`bench/pair.sh\`: 10 rounds of 4 s, medians of the rounds' ratios, this build / ${against})`,
     '',
     '| scenario | calls a second | CPU µs a call |',
     '| --- | ---: | ---: |',
   ]
   for (const name of names) {
     const r = spawnSync('bash', [join(ROOT, 'bench/pair.sh')], {
-      env: { ...process.env, BASE: resolve(baseline), SCENARIO: name, ROUNDS: '10', SECS: '4' },
+      env: {
+        ...process.env,
+        BASE: base === 'floor' ? base : resolve(base),
+        SCENARIO: name,
+        ROUNDS: '10',
+        SECS: '4',
+      },
       encoding: 'utf8',
     })
     const m = /calls a second ([\d.]+), CPU a call ([\d.]+)/.exec(r.stdout ?? '')
-    process.stderr.write(`paired ${name}: ${m?.[0] ?? `failed: ${r.stderr}`}\n`)
+    process.stderr.write(`paired ${name} (${against}): ${m?.[0] ?? `failed: ${r.stderr}`}\n`)
     lines.push(`| ${name} | ${m?.[1] ?? 'failed'} | ${m?.[2] ?? 'failed'} |`)
   }
   return lines
@@ -1055,11 +1066,13 @@ async function main(): Promise<void> {
       )
     }
   }
-  const baselineBuild = process.env.BENCH_BASELINE
-  if (baselineBuild && useWrk) {
-    const paired = scenarios.filter((sc) => ['rotating', 'flood', 'append'].includes(sc.name))
-    const names = paired.filter((sc) => results[sc.name]).map((sc) => sc.name)
-    if (names.length > 0) lines.push('', ...pairedWithBaseline(baselineBuild, names))
+  if (useWrk) {
+    const names = ['rotating', 'flood', 'append'].filter((n) => results[n] !== undefined)
+    const baselineBuild = process.env.BENCH_BASELINE
+    if (baselineBuild && names.length > 0) lines.push('', ...paired(baselineBuild, names))
+    // The floor forwards and refuses; it checks no size, so the append is not its comparison.
+    const floorNames = names.filter((n) => n !== 'append')
+    if (floorNames.length > 0) lines.push('', ...paired('floor', floorNames))
   }
   lines.push('', ...oneMb)
   lines.push('', ...(await checkCosts()))
