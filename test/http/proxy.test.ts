@@ -95,12 +95,12 @@ afterAll(async () => {
 })
 
 /** A GET through the front server: status, headers and the body's bytes, with arrival times. */
-function get(path: string) {
+function get(path: string, method = 'GET') {
   return new Promise<{ status: number; body: Buffer; firstMs: number; lastMs: number }>(
     (resolve, reject) => {
       const t0 = performance.now()
       const port = (front.address() as AddressInfo).port
-      request({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+      request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
         const parts: Buffer[] = []
         let firstMs = -1
         res.on('data', (c: Buffer) => {
@@ -164,6 +164,14 @@ describe('forwarding an answer (SPEC §6, §12)', () => {
     // The first 100 bytes came at once; the rest 300 ms later.
     expect(a.lastMs - a.firstMs).toBeGreaterThanOrEqual(200)
     expect(seen.at(-1)!.result.bytesOut).toBe(BINARY.length)
+  })
+
+  it("a HEAD's answer says a length and sends no body: nothing is held, nothing sent", async () => {
+    const a = await get('/small', 'HEAD')
+    expect([a.status, a.body.length]).toEqual([200, 0])
+    expect(lastWrites().join('').toLowerCase()).toContain(`content-length: ${BINARY.length}\r\n`)
+    expect(lastWrites().join('')).not.toContain(BINARY.subarray(0, 50).toString('latin1'))
+    expect(seen.at(-1)!.result).toMatchObject({ status: 200, bytesOut: 0 })
   })
 
   it('an answer with no body ends as before', async () => {
