@@ -279,14 +279,11 @@ async function fixedRate(
 
 /**
  * SPEC §12 "not slower than the release before", read where it holds on a noisy box: this build
- * and the baseline loaded at once (bench/pair.sh, 10 rounds of 4 s each), the medians of the
- * rounds' ratios. The interleaved table loads one row at a time, and a box whose speed moves
- * between rows moves the table's ratios with it (a flood row's rounds read 0.65 to 1.18 against
- * the baseline in one run of 0.7.9's).
- */
-/**
- * This build against another, both loaded at once (bench/pair.sh), scenario by scenario: the
- * baseline build (BENCH_BASELINE), or `floor` (bench/floor.js, the one-trip floor).
+ * and another loaded at once (bench/pair.sh, 10 rounds of 4 s each), scenario by scenario, the
+ * medians of the rounds' ratios. The other is the baseline build (BENCH_BASELINE), or `floor`
+ * (bench/floor.js, the one-trip floor). The interleaved table loads one row at a time, and a
+ * box whose speed moves between rows moves the table's ratios with it (a flood row's rounds
+ * read 0.65 to 1.18 against the baseline in one run of 0.7.9's).
  */
 function paired(base: string, names: readonly string[]): string[] {
   const against = base === 'floor' ? 'the one-trip floor' : 'the baseline'
