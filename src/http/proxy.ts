@@ -117,14 +117,22 @@ export function upstreamRequestHeaders(
   return out
 }
 
+/** What clientResponseHeaders read of the answer on its way: the length its body will have. */
+export interface AnswerSize {
+  /** Its Content-Length, when it says one and no Transfer-Encoding; else -1. */
+  wholeLength: number
+}
+
 /**
  * Response headers for the client as a flat [name, value, …] list: the upstream's raw headers
  * (names as sent, duplicates kept) less hop-by-hop ones, plus ours. No header object is built.
+ * `size`, when given, gets the body's length as the headers say it (read in the same pass).
  */
 export function clientResponseHeaders(
   raw: readonly (Buffer | string)[],
   extra: OutgoingHttpHeaders | null,
-  requestId?: string
+  requestId?: string,
+  size?: AnswerSize
 ): string[] {
   const out: string[] = []
   let listed: Set<string> | null = null
@@ -133,14 +141,20 @@ export function clientResponseHeaders(
       listed = connectionTokens(raw[i + 1]!.toString('latin1'))
     }
   }
+  let length = -1
+  let chunked = false
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toString('latin1')
     const lower = name.toLowerCase()
+    if (lower === 'transfer-encoding') chunked = true
     if (HOP_BY_HOP.has(lower) || (listed !== null && listed.has(lower))) continue
     if (extra !== null && lower in extra) continue
     if (requestId !== undefined && lower === 'x-request-id') continue
-    out.push(name, raw[i + 1]!.toString('latin1'))
+    const value = raw[i + 1]!.toString('latin1')
+    if (lower === 'content-length') length = /^\s*\d{1,15}\s*$/.test(value) ? Number(value) : -1
+    out.push(name, value)
   }
+  if (size !== undefined) size.wholeLength = chunked ? -1 : length
   if (requestId !== undefined) out.push('x-request-id', requestId)
   if (extra !== null) {
     for (const name in extra) {
@@ -151,20 +165,6 @@ export function clientResponseHeaders(
     }
   }
   return out
-}
-
-/**
- * The answer's Content-Length when it says one (a body of that many bytes follows); else -1.
- * Only names of its length are read as text.
- */
-export function answerLength(raw: readonly (Buffer | string)[]): number {
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i]!.length !== 14 || raw[i]!.toString('latin1').toLowerCase() !== 'content-length')
-      continue
-    const v = raw[i + 1]!.toString('latin1').trim()
-    return /^\d{1,15}$/.test(v) ? Number(v) : -1
-  }
-  return -1
 }
 
 /**
@@ -253,7 +253,7 @@ function bodyOf(f: ForwardRequest, clock: Clock): ForwardRequest['upload'] | nul
  * only then. The client leaving before the upstream finished stops the upstream call (a call
  * still waiting for a pooled connection is stopped at its connect, before a byte is sent).
  */
-class Forwarding implements RelayEvents {
+class Forwarding implements RelayEvents, AnswerSize {
   private readonly started: number
   private upstreamMs: number | null = null
   private resumeUpstream: () => void = noop
@@ -261,8 +261,8 @@ class Forwarding implements RelayEvents {
   private finished = false
   private upstreamDone = false
   private bytes = 0
-  /** The answer's Content-Length (-1: none said). */
-  private wholeLength = -1
+  /** The answer's Content-Length (-1: none said), from clientResponseHeaders. */
+  wholeLength = -1
   /** A whole answer's one chunk, written with its headers at its end (see onData). */
   private held: Buffer | null = null
   private relay: AnswerRelay | null = null
@@ -294,24 +294,29 @@ class Forwarding implements RelayEvents {
     if (statusCode < 200) return true // 1xx: Node's server answers 100-continue itself
     const f = this.f
     this.upstreamMs = this.clock.monotonic() - this.started
-    f.res.writeHead(statusCode, clientResponseHeaders(rawHeaders, f.extraHeaders, f.requestId))
-    this.wholeLength = answerLength(rawHeaders)
+    f.res.writeHead(
+      statusCode,
+      clientResponseHeaders(rawHeaders, f.extraHeaders, f.requestId, this)
+    )
     this.resumeUpstream = resume
     return true
   }
 
   onData(chunk: Buffer): boolean {
     if (this.relay !== null) return this.relay.data(chunk)
-    // SPEC §12: a small answer that came whole in one chunk waits for its end (next, in the
-    // same parse), where it goes out with the headers as one string. A Buffer goes as a second
-    // piece of a gathered write (the header, the body, node's end): about 4 µs a call more.
-    if (this.bytes === 0 && chunk.length === this.wholeLength && chunk.length <= ONE_WRITE_MAX) {
-      this.bytes = chunk.length
+    this.bytes += chunk.length
+    // SPEC §12: a small answer that came whole in one chunk waits for its end, where it goes out
+    // with the headers as one string (a Buffer goes as a second piece of a gathered write: the
+    // header, the body, node's end; about 4 µs a call more). The parser reads no byte past a
+    // Content-Length and ends the answer in the same parse: nothing comes between.
+    if (
+      chunk.length === this.wholeLength &&
+      this.bytes === chunk.length &&
+      chunk.length <= ONE_WRITE_MAX
+    ) {
       this.held = chunk
       return true
     }
-    if (this.held !== null) this.writeHeld()
-    this.bytes += chunk.length
     if (this.f.res.write(chunk)) return true
     // SPEC §4: the client falls behind; from here what it has not taken waits in a spool.
     this.relay = new AnswerRelay(this.f.res, this.clock, this.f.timeoutMs, this.f, this)
@@ -339,18 +344,7 @@ class Forwarding implements RelayEvents {
     })
   }
 
-  /** An upstream that sent more than its Content-Length said: what was held goes first. */
-  private writeHeld(): void {
-    const held = this.held!
-    this.held = null
-    this.f.res.write(held)
-  }
-
   onError(err: Error): void {
-    if (this.held !== null) {
-      this.bytes -= this.held.length // never sent
-      this.held = null
-    }
     const bytesOut = this.relay?.bytes ?? this.bytes
     answerFailure(err, this.f, this.upstreamMs, bytesOut, (r) => this.finish(r))
   }

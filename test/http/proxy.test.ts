@@ -3,7 +3,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { systemClock } from '../../src/clock.js'
 import {
-  answerLength,
+  clientResponseHeaders,
   createForwarder,
   ONE_WRITE_MAX,
   type ForwardResult,
@@ -194,7 +194,14 @@ describe('forwarding an answer (SPEC §6, §12)', () => {
   })
 })
 
-describe('answerLength', () => {
+describe("the answer's length, read with its headers", () => {
+  /** What clientResponseHeaders says of the body's length. */
+  const answerLength = (raw: Buffer[]) => {
+    const size = { wholeLength: -2 }
+    clientResponseHeaders(raw, null, undefined, size)
+    return size.wholeLength
+  }
+
   it("reads the server's Content-Length, whatever its case, and nothing else", () => {
     const raw = (...xs: string[]) => xs.map((x) => Buffer.from(x))
     expect(answerLength(raw('Content-Type', 'x', 'Content-Length', '42'))).toBe(42)
@@ -203,5 +210,8 @@ describe('answerLength', () => {
     expect(answerLength(raw('Content-Length', '4x'))).toBe(-1)
     expect(answerLength(raw('Content-Length', '-1'))).toBe(-1)
     expect(answerLength(raw('x-content-length', '9'))).toBe(-1)
+    // A length beside a Transfer-Encoding is not the body's (the parser goes by the encoding).
+    expect(answerLength(raw('Content-Length', '9', 'Transfer-Encoding', 'chunked'))).toBe(-1)
+    expect(answerLength(raw('transfer-encoding', 'chunked', 'Content-Length', '9'))).toBe(-1)
   })
 })
