@@ -19,7 +19,9 @@ export const systemClock: Clock = {
   now: () => Date.now(),
   monotonic: () => performance.now(),
   setTimer(fn, ms) {
-    const t = setTimeout(fn, ms)
+    // A deadline already past (a lease granted after its bucket ended on this clock) runs at
+    // once: Node takes a negative delay as 1 ms too, but says so on stderr every time.
+    const t = setTimeout(fn, ms > 0 ? ms : 0)
     t.unref()
     return { cancel: () => clearTimeout(t) }
   },
