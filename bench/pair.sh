@@ -76,12 +76,15 @@ conf() {
 }
 conf "$CPORT" cur
 conf "$BPORT" base
-"${SERVER[@]}" node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
+# Both gateways run as the image starts basegate (its NODE_OPTIONS, src/node-options.ts), unless
+# GW_NODE_OPTIONS says otherwise (GW_NODE_OPTIONS= runs them with Node's defaults).
+GW_NODE_OPTIONS=${GW_NODE_OPTIONS-$(node -e "import('./dist/src/node-options.js').then((m) => process.stdout.write(m.NODE_OPTIONS))")}
+NODE_OPTIONS="$GW_NODE_OPTIONS" "${SERVER[@]}" node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
 CP=$!
 if [ "$BASE" = floor ]; then
   "${SERVER[@]}" node dist/bench/floor.js "$BPORT" "http://127.0.0.1:$UPORT" "redis://127.0.0.1:$RPORT" "${LIMIT%%/*}" > /dev/null &
 else
-  "${SERVER[@]}" node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
+  NODE_OPTIONS="$GW_NODE_OPTIONS" "${SERVER[@]}" node "$BASE" --config "$WORK/base.yaml" > >(cat > /dev/null) &
 fi
 BP=$!
 sleep 3

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { NODE_OPTIONS } from '../src/node-options.js'
 
 // SPEC §9's bar, as a benchmark (npm run bench:protect). Behind basegate, a server that serves
 // C calls at once, each T ms alone (more wait their turn there, so a call takes longer as more
@@ -110,7 +111,7 @@ ${protect}
           : 'ignore',
         'inherit',
       ],
-      env: { ...process.env, LOG_LEVEL: process.env.PROTECT_LOG ?? 'warn' },
+      env: { ...process.env, NODE_OPTIONS, LOG_LEVEL: process.env.PROTECT_LOG ?? 'warn' },
     }
   )
   const agent = new Agent()

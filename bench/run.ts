@@ -18,6 +18,7 @@ import type { Charge, OverrideConfig } from '../src/types.js'
 import { parseConfig } from '../src/config/load.js'
 import { compileSnapshot } from '../src/http/snapshot.js'
 import { systemClock } from '../src/clock.js'
+import { NODE_OPTIONS } from '../src/node-options.js'
 
 // npm run bench: every row measured in one run, interleaved round by round, so the ratios
 // compare like with like on a shared, noisy machine. Loopback only; every run is bounded.
@@ -77,6 +78,9 @@ async function freePort(): Promise<number> {
     })
   })
 }
+
+/** basegate runs as the image starts it (its NODE_OPTIONS, src/node-options.ts); the peers as their READMEs do. */
+const SHIPPED: NodeJS.ProcessEnv = { NODE_OPTIONS }
 
 function start(
   cmd: string,
@@ -823,7 +827,7 @@ async function main(): Promise<void> {
         `store: { url: "${redisUrl}", prefix: "bench-${sc.name}:" }\nrate_limits: { base: ${sc.baseLimit} }\n`
     )
     const procs = [
-      await start(process.execPath, [join(DIST, 'src/main.js'), '--config', conf]),
+      await start(process.execPath, [join(DIST, 'src/main.js'), '--config', conf], SHIPPED),
       await start(process.execPath, [
         join(DIST, 'bench/peer.js'),
         String(peerPort),
@@ -880,7 +884,7 @@ async function main(): Promise<void> {
       const proc = await start(
         process.execPath,
         [main ?? join(DIST, 'src/main.js'), '--config', file],
-        env,
+        { ...SHIPPED, ...env },
         env.LOG_LEVEL === undefined ? undefined : port
       )
       procs.push(proc)
@@ -913,11 +917,11 @@ async function main(): Promise<void> {
         : undefined
     if (sc.withHono)
       procs.push(
-        await start(process.execPath, [
-          join(DIST, 'bench/hono-listener.js'),
-          conf,
-          String(honoPort),
-        ])
+        await start(
+          process.execPath,
+          [join(DIST, 'bench/hono-listener.js'), conf, String(honoPort)],
+          SHIPPED
+        )
       )
     const targets: Target[] = [
       { name: 'direct', url: upstream, pid: upChild.pid },

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Agent, request } from 'undici'
+import { NODE_OPTIONS } from '../src/node-options.js'
 
 // npm run soak: a bounded soak. Mixed traffic for SOAK_SECONDS (default 180) through two
 // basegate instances sharing one redis-server; Redis is killed and restarted once, the
@@ -48,7 +49,7 @@ function spawnRedis(port: number): ChildProcess {
 function startGateway(conf: string): Promise<ChildProcess> {
   const c = spawn(process.execPath, [join(ROOT, 'dist/src/main.js'), '--config', conf], {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, LOG_LEVEL: 'info' },
+    env: { ...process.env, NODE_OPTIONS, LOG_LEVEL: 'info' },
   })
   children.push(c)
   return new Promise((resolve, reject) => {
