@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest'
 
 /** Bottom to top. A room may import any room on a lower floor. */
 const FLOORS: readonly (readonly string[])[] = [
-  ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts', 'hash.ts'],
+  ['types.ts', 'clock.ts', 'version.ts', 'mask-url.ts', 'hash.ts', 'node-options.ts'],
   ['request', 'limiter', 'quota', 'batch', 'node-version.ts'],
   ['history', 'overrides', 'size', 'usage'],
   ['http'],
