@@ -898,11 +898,13 @@ async function main(): Promise<void> {
     // BENCH_BASELINE=/path/to/an/older/build/dist/src/main.js adds that build as a row, measured
     // in the same interleaved rounds (the side-by-side "no slower" check of a change).
     const baseline = process.env.BENCH_BASELINE
-    // BENCH_BASELINE_NODE_OPTIONS: Node options for that row alone (a V8 flag tried against
-    // the same build without it: BENCH_BASELINE=dist/src/main.js).
-    const baseEnv = process.env.BENCH_BASELINE_NODE_OPTIONS
-      ? { NODE_OPTIONS: process.env.BENCH_BASELINE_NODE_OPTIONS }
-      : {}
+    // BENCH_BASELINE_NODE_OPTIONS: Node options for that row alone, in place of the shipped
+    // ones (a V8 flag tried against the same build without it: BENCH_BASELINE=dist/src/main.js;
+    // set and empty, Node's defaults).
+    const baseEnv =
+      process.env.BENCH_BASELINE_NODE_OPTIONS !== undefined
+        ? { NODE_OPTIONS: process.env.BENCH_BASELINE_NODE_OPTIONS }
+        : {}
     const base = baseline ? await variant('base', '', '', baseline, baseEnv) : undefined
     // BENCH_IETF=1: the same gateway with `header_style: both` (SPEC §10: x-ratelimit-* and the
     // IETF fields on every answer), for what the second set of headers costs.
