@@ -639,7 +639,8 @@ async function scriptUs(redis: Redis, limiterDir: string, fresh: boolean): Promi
 async function scriptCosts(redis: Redis): Promise<string[]> {
   const files: [string, string][] = [['basegate', join(DIST, 'src/limiter')]]
   const baseline = process.env.BENCH_BASELINE
-  if (baseline) files.push(['basegate-baseline', join(dirname(baseline), 'limiter')])
+  // Resolved first: a relative BENCH_BASELINE (dist/src/main.js) is not an import specifier.
+  if (baseline) files.push(['basegate-baseline', join(dirname(resolve(baseline)), 'limiter')])
   const out = [
     `## the check script in Redis (µs of Redis time a call, one plain window sent as the build sends it, 2,000 calls, nothing else running; medians of ${ROUNDS} interleaved rounds)`,
     '',
