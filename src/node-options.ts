@@ -4,8 +4,8 @@
 //
 // --max-semi-space-size=16 (MiB): Node 24 lets the young generation's semispace grow to 64 MiB.
 // At that size a proxy's scavenges at half its top rate took 9-53 ms (a run's median) and up
-// to 110 ms, the pauses its p99 meets: calls promoted while in flight die in the old
-// generation, and their pointers keep the next calls' young objects alive until a full
+// to 110 ms, pauses every call in flight waits out: calls promoted while in flight die in the
+// old generation, and their pointers keep the next calls' young objects alive until a full
 // collection, so each scavenge copied 2 to 10 MB. Capped at 16 MiB they come a few times more
 // often and copy a fraction of that: a run's longest took 9-19 ms, the event loop's longest
 // delay 39-60 ms against 54-119, and calls a second at saturation did not move (both at once:
