@@ -912,10 +912,11 @@ async function main(): Promise<void> {
     const ietf = process.env.BENCH_IETF
       ? await variant('ietf', 'header_style: both\n', '')
       : undefined
-    // Issue #26 (flood): the same gateway writing no request lines (LOG_LEVEL=error): what a
-    // refusal's line costs, and so the most that folding refusal lines could win.
+    // Issues #26 and #47 (flood, rotating): the same gateway writing no request lines
+    // (LOG_LEVEL=error): what a call's line (SPEC §7) costs, read beside the floor and the peer,
+    // which write none.
     const quiet =
-      sc.name === 'flood'
+      sc.name === 'flood' || sc.name === 'rotating'
         ? await variant('quiet', '', '', undefined, { LOG_LEVEL: 'error' })
         : undefined
     if (sc.withHono)
@@ -1054,7 +1055,7 @@ async function main(): Promise<void> {
     lines.push('')
   }
   lines.push(
-    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining (basegate writes a turn’s scripts as one pipeline too); `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`; `basegate-header-both` (BENCH_IETF=1) the same with `header_style: both`; `floor` is node:http with one EVALSHA per call (a fixed window per base) and a keep-alive pool, no log or metrics: the one-trip floor; `basegate-no-request-lines` (flood) is basegate with LOG_LEVEL=error, writing no request line: the cost of a refusal’s line; `bare-429` (flood) is a node:http server that answers every call with an empty 429, the limit of a Node process that only refuses.'
+    'Rows: `direct` is the upstream without a gateway; `basegate-baseline` (when present) is an older build (BENCH_BASELINE) in the same rounds; `basegate` is `basegate` with the Redis store; `basegate-unchecked` (append) is the same gateway taking the same bytes on a path with no size check; `peer` is fastify + @fastify/http-proxy + @fastify/rate-limit (Redis store, ioredis as its README shows it); `peer-pipelined` is the same with ioredis auto-pipelining (basegate writes a turn’s scripts as one pipeline too); `basegate-hono` is the same gateway mounted behind a Hono app on @hono/node-server; `basegate-workers-N` is the same gateway with `workers: auto` (N processes sharing the listener; CPU is the primary and its workers together); `basegate-leases` is the same gateway with `store.leases: true`; `basegate-header-both` (BENCH_IETF=1) the same with `header_style: both`; `floor` is node:http with one EVALSHA per call (a fixed window per base) and a keep-alive pool, no log or metrics: the one-trip floor; `basegate-no-request-lines` (flood, rotating) is basegate with LOG_LEVEL=error, writing no request line: what a call’s line costs (the floor and the peer write none); `bare-429` (flood) is a node:http server that answers every call with an empty 429, the limit of a Node process that only refuses.'
   )
   if (halfRate) {
     lines.push(
