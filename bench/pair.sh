@@ -15,6 +15,7 @@
 #   BASE=... SCENARIO=flood bash bench/pair.sh                           # one base over 10/min
 #   BASE=... SCENARIO=append bash bench/pair.sh                          # a 1,000-row append
 #   BASE=floor SCENARIO=rotating bash bench/pair.sh                      # against the one-trip floor
+#   BASE=floor CUR_LOG_LEVEL=error bash bench/pair.sh                    # without its request lines
 #   ROUNDS=8 SECS=6 CUR=dist/src/main.js SEQUENTIAL=0                    # the defaults
 #
 # BASE=floor loads bench/floor.js (node:http, one EVALSHA a call, no log or metrics) with the
@@ -79,7 +80,9 @@ conf "$BPORT" base
 # Both gateways run as the image starts basegate (its NODE_OPTIONS, src/node-options.ts), unless
 # GW_NODE_OPTIONS says otherwise (GW_NODE_OPTIONS= runs them with Node's defaults).
 GW_NODE_OPTIONS=${GW_NODE_OPTIONS-$(node -e "import('./dist/src/node-options.js').then((m) => process.stdout.write(m.NODE_OPTIONS))")}
-NODE_OPTIONS="$GW_NODE_OPTIONS" "${SERVER[@]}" node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
+# CUR_LOG_LEVEL: the current build's LOG_LEVEL alone (`error`: no request lines, what a call's
+# line costs read against the floor, which writes none); the other keeps the environment's.
+LOG_LEVEL=${CUR_LOG_LEVEL:-${LOG_LEVEL:-info}} NODE_OPTIONS="$GW_NODE_OPTIONS" "${SERVER[@]}" node "$CUR" --config "$WORK/cur.yaml" > >(cat > /dev/null) &
 CP=$!
 if [ "$BASE" = floor ]; then
   "${SERVER[@]}" node dist/bench/floor.js "$BPORT" "http://127.0.0.1:$UPORT" "redis://127.0.0.1:$RPORT" "${LIMIT%%/*}" > /dev/null &
